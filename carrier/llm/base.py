@@ -1,0 +1,77 @@
+"""ModelProvider: the one interface the pipeline uses to talk to a language model."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from carrier.types import Usage
+
+__all__ = ["ChatMessage", "ModelRequest", "ModelResult", "ModelProvider"]
+
+Purpose = Literal["response", "should_respond", "facts", "summary", "caption", "other"]
+
+
+class ChatMessage(BaseModel):
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str | list[dict[str, Any]]
+    """Text, or OpenAI-style content parts (text and image_url) for vision-capable models."""
+    name: str | None = None
+    tool_call_id: str | None = None
+
+
+class ModelRequest(BaseModel):
+    """One call to a model. ``purpose`` lets providers (and fakes) tell calls apart."""
+
+    messages: list[ChatMessage]
+    purpose: Purpose = "response"
+    model: str | None = None
+    """Overrides the provider's configured model for this call."""
+    temperature: float | None = None
+    max_tokens: int | None = None
+    stop: list[str] | None = None
+    tools: list[dict[str, Any]] | None = None
+    """OpenAI-format tool definitions, for tool calling."""
+    query: str = ""
+    """The text being answered (the inbound message); used by the offline provider."""
+    context: dict[str, Any] = Field(default_factory=dict)
+    """Extra data for providers that answer without a model (offline): e.g. recalled memories."""
+
+
+class ModelResult(BaseModel):
+    """What a model returned: raw text, tool calls, usage."""
+
+    text: str
+    model: str
+    usage: Usage = Field(default_factory=Usage)
+    tool_calls: list[dict[str, Any]] = Field(default_factory=list)
+    """``[{"id", "name", "arguments": dict}]``."""
+    offline: bool = False
+    """True when no language model was used (the offline provider)."""
+    cached: bool = False
+
+
+class ModelProvider(ABC):
+    """Generates text. Implementations: litellm, offline (no key), test fakes."""
+
+    name: str = "provider"
+    offline: bool = False
+
+    @abstractmethod
+    async def generate(self, request: ModelRequest) -> ModelResult:
+        """Return the whole completion. Raises ``ProviderError`` after retries and fallbacks."""
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[str]:
+        """Yield the completion in pieces. The default yields the whole result once; providers
+        that can stream override it. After the iterator ends, ``last_result`` holds usage."""
+        result = await self.generate(request)
+        self.last_result = result
+        yield result.text
+
+    last_result: ModelResult | None = None
+
+    async def aclose(self) -> None:
+        """Release resources (HTTP sessions). Safe to call twice."""

@@ -1,0 +1,177 @@
+"""The Store: the repository interface for agents, rooms, entities, memories and settings.
+
+Every implementation (SQLite, MongoDB) passes one shared contract test suite
+(``tests/memory/test_store_contract.py``). Stores are async context managers::
+
+    async with SQLiteStore(path) as store:
+        await store.add_memory(memory)
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from datetime import datetime
+from types import TracebackType
+from typing import Any, Self
+
+from carrier.types import (
+    AgentRecord,
+    Entity,
+    Memory,
+    MemoryKind,
+    MemoryStatus,
+    Room,
+    RoomState,
+    ScoredMemory,
+)
+
+__all__ = ["Store"]
+
+
+class Store(ABC):
+    """Persistent state of all agents. Methods are coroutine-safe; one instance per process."""
+
+    # -- lifecycle -------------------------------------------------------------------------
+    @abstractmethod
+    async def open(self) -> None:
+        """Connect, create tables/collections and indexes idempotently, run migrations."""
+
+    @abstractmethod
+    async def close(self) -> None:
+        """Release connections. Safe to call twice."""
+
+    async def __aenter__(self) -> Self:
+        await self.open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # -- agents ----------------------------------------------------------------------------
+    @abstractmethod
+    async def upsert_agent(self, agent: AgentRecord) -> None: ...
+
+    @abstractmethod
+    async def get_agent(self, agent_id: str) -> AgentRecord | None: ...
+
+    @abstractmethod
+    async def list_agents(self) -> list[AgentRecord]: ...
+
+    @abstractmethod
+    async def delete_agent(self, agent_id: str) -> bool:
+        """Delete the agent and everything it owns (rooms, entities, memories). True if it existed."""
+
+    # -- rooms, entities, participants -----------------------------------------------------
+    @abstractmethod
+    async def upsert_room(self, room: Room) -> None: ...
+
+    @abstractmethod
+    async def get_room(self, room_id: str) -> Room | None: ...
+
+    @abstractmethod
+    async def upsert_entity(self, entity: Entity) -> None:
+        """Insert or update; names are merged (a person keeps every name they were seen with)."""
+
+    @abstractmethod
+    async def get_entity(self, entity_id: str) -> Entity | None: ...
+
+    @abstractmethod
+    async def add_participant(self, room_id: str, entity_id: str) -> None:
+        """Record that an entity takes part in a room (idempotent)."""
+
+    @abstractmethod
+    async def list_participants(self, room_id: str) -> list[str]:
+        """Entity ids in the room."""
+
+    @abstractmethod
+    async def get_room_state(self, agent_id: str, room_id: str) -> RoomState | None:
+        """The agent's own state in a room: followed, muted, or None."""
+
+    @abstractmethod
+    async def set_room_state(self, agent_id: str, room_id: str, state: RoomState | None) -> None: ...
+
+    # -- memories --------------------------------------------------------------------------
+    @abstractmethod
+    async def add_memory(self, memory: Memory) -> Memory:
+        """Insert a memory. Inserting an id that exists already is a no-op returning the stored one
+        (so a redelivered message is recorded once)."""
+
+    @abstractmethod
+    async def get_memory(self, memory_id: str) -> Memory | None: ...
+
+    @abstractmethod
+    async def update_memory(self, memory: Memory) -> None:
+        """Replace content, embedding, status and error of an existing memory; bumps updated_at."""
+
+    @abstractmethod
+    async def set_memory_status(
+        self, memory_id: str, status: MemoryStatus, *, error: str | None = None
+    ) -> None: ...
+
+    @abstractmethod
+    async def get_memories(
+        self,
+        *,
+        agent_id: str,
+        room_id: str | None = None,
+        entity_id: str | None = None,
+        kinds: Sequence[MemoryKind] | None = None,
+        statuses: Sequence[MemoryStatus] | None = None,
+        before: datetime | None = None,
+        limit: int = 50,
+    ) -> list[Memory]:
+        """Newest first, filtered; ``before`` is exclusive."""
+
+    @abstractmethod
+    async def count_memories(
+        self,
+        *,
+        agent_id: str,
+        room_id: str | None = None,
+        kinds: Sequence[MemoryKind] | None = None,
+    ) -> int: ...
+
+    @abstractmethod
+    async def search_memories(
+        self,
+        *,
+        agent_id: str,
+        embedding: Sequence[float],
+        embedding_model: str,
+        k: int = 10,
+        room_id: str | None = None,
+        entity_id: str | None = None,
+        kinds: Sequence[MemoryKind] | None = None,
+        exclude_ids: Sequence[str] = (),
+        min_score: float = -1.0,
+    ) -> list[ScoredMemory]:
+        """Top-k by cosine similarity, best first. Only memories whose ``embedding_model`` equals
+        the given one are compared (vectors of different models never mix)."""
+
+    @abstractmethod
+    async def delete_memory(self, memory_id: str) -> bool: ...
+
+    @abstractmethod
+    async def delete_memories(
+        self,
+        *,
+        agent_id: str,
+        room_id: str | None = None,
+        entity_id: str | None = None,
+        kinds: Sequence[MemoryKind] | None = None,
+    ) -> int:
+        """Delete matching memories; returns how many."""
+
+    # -- settings (small key/value documents) ----------------------------------------------
+    @abstractmethod
+    async def get_setting(self, key: str) -> Any | None: ...
+
+    @abstractmethod
+    async def set_setting(self, key: str, value: Any) -> None:
+        """Store a JSON-serializable value under a key (overwrites)."""
