@@ -1,0 +1,3 @@
+from carrier.cli import main
+
+main()

@@ -1,0 +1,75 @@
+"""Stage 5, the evaluator: record the replies (once), run the post-turn evaluators, and close the
+inbound message (processed, ignored or failed). It runs for every turn, also one that ended early,
+so every stored message reaches a final status."""
+
+from __future__ import annotations
+
+import logging
+
+from carrier.pipeline.base import HookPoint, Turn, run_hooks
+from carrier.types import Memory, MemoryKind, MemoryStatus, stable_id
+
+__all__ = ["EvaluatorStage"]
+
+log = logging.getLogger(__name__)
+
+
+class EvaluatorStage:
+    name = "evaluate"
+
+    async def process(self, turn: Turn) -> None:
+        rt = turn.runtime
+        assert turn.inbound is not None and turn.room is not None
+        if turn.outbound:
+            turn.replies = await self._store_replies(turn)
+
+        ran: list[str] = []
+        for evaluator in list(rt.registry.evaluators.values()):
+            if turn.ended and not evaluator.always_run:
+                continue
+            try:
+                if await evaluator.validate(turn):
+                    await evaluator.handler(turn)
+                    ran.append(evaluator.name)
+            except Exception:
+                # The reply is already decided; a failing evaluator must not cost it.
+                log.exception("evaluator %s failed; the turn goes on", evaluator.name)
+        status = turn.final_status
+        error = turn.ended if status is MemoryStatus.FAILED else None
+        await rt.store.set_memory_status(turn.inbound.id, status, error=error)
+        turn.inbound.status = status
+        turn.trace["evaluate"] = {
+            "replies": [m.id for m in turn.replies],
+            "evaluators": ran,
+            "status": status.value,
+            "ended": turn.ended,
+        }
+        await run_hooks(rt.registry.hooks_for(HookPoint.ON_TURN_END), HookPoint.ON_TURN_END, turn)
+
+    async def _store_replies(self, turn: Turn) -> list[Memory]:
+        rt = turn.runtime
+        assert turn.inbound is not None and turn.room is not None
+        texts = [c.text for c in turn.outbound]
+        vectors = await rt.embedder.embed(texts)
+        agent_entity = stable_id(rt.agent_id, "agent")
+        replies = []
+        for i, (content, vector) in enumerate(zip(turn.outbound, vectors, strict=True)):
+            content.source = turn.message.platform
+            content.in_reply_to = turn.inbound.id
+            content.metadata.setdefault("speaker", rt.character.name)
+            if i == 0 and turn.response is not None and turn.response.thought:
+                content.thought = turn.response.thought
+            memory = Memory(
+                # Derived from the inbound id: a re-run turn records its reply once.
+                id=stable_id(turn.inbound.id, "reply", str(i)),
+                agent_id=rt.agent_id,
+                room_id=turn.room.id,
+                entity_id=agent_entity,
+                kind=MemoryKind.MESSAGE,
+                content=content,
+                embedding=vector.tolist(),
+                embedding_model=rt.embedder.model_id,
+                status=MemoryStatus.STORED,
+            )
+            replies.append(await rt.store.add_memory(memory))
+        return replies

@@ -1,0 +1,157 @@
+"""Stage 3, generation: render the prompt, call the model (streaming where the client can), parse
+the structured response, and repair it once if the model's output was malformed."""
+
+from __future__ import annotations
+
+import logging
+
+from carrier.llm.base import ChatMessage, ModelRequest, ModelResult
+from carrier.llm.parse import ParsedResponse, format_instructions, parse_response, repair_prompt
+from carrier.pipeline.base import HookPoint, Turn, run_hooks
+from carrier.prompts import render, template_for
+from carrier.types import MemoryKind, MemoryStatus
+
+__all__ = ["Generator", "TextStreamExtractor"]
+
+log = logging.getLogger(__name__)
+
+
+class TextStreamExtractor:
+    """Pulls the ``<text>`` element out of a streamed XML response as it arrives, so the client can
+    show the reply while the model is still writing (the thought is never shown)."""
+
+    OPEN, CLOSE = "<text>", "</text>"
+
+    def __init__(self) -> None:
+        self.buffer = ""
+        self.emitted = 0
+        self.started = False
+        self.done = False
+
+    def feed(self, piece: str) -> str:
+        """Add a piece of model output; return the new reply text it completes (maybe empty)."""
+        self.buffer += piece
+        if self.done:
+            return ""
+        if not self.started:
+            at = self.buffer.find(self.OPEN)
+            if at < 0:
+                return ""
+            self.started = True
+            self.buffer = self.buffer[at + len(self.OPEN) :]
+            self.emitted = 0
+        end = self.buffer.find(self.CLOSE)
+        if end >= 0:
+            self.done = True
+            out = self.buffer[self.emitted : end]
+            self.emitted = end
+            return out
+        # Hold back what could be the start of "</text>".
+        safe = len(self.buffer)
+        for k in range(1, len(self.CLOSE)):
+            if self.buffer.endswith(self.CLOSE[:k]):
+                safe = len(self.buffer) - k
+        out = self.buffer[self.emitted : safe]
+        self.emitted = max(self.emitted, safe)
+        return out
+
+
+class Generator:
+    """Calls the agent's model with the composed state."""
+
+    name = "generate"
+
+    async def process(self, turn: Turn) -> None:
+        rt = turn.runtime
+        state = turn.state
+        values = dict(state.values)
+        values["responseFormat"] = format_instructions(state.actions)
+        prompt = render(template_for("messageHandlerTemplate", rt.character.templates), values)
+        turn.prompt = [ChatMessage(role="user", content=prompt)]
+        hook = await run_hooks(rt.registry.hooks_for(HookPoint.BEFORE_GENERATE), HookPoint.BEFORE_GENERATE, turn)
+        if hook.action == "reject":
+            turn.end(f"rejected by hook: {hook.reason}")
+            return
+        if hook.action == "modify" and hook.text is not None:
+            turn.prompt = [ChatMessage(role="user", content=hook.text)]
+
+        request = ModelRequest(
+            messages=list(turn.prompt),
+            purpose="response",
+            query=turn.text,
+            context=self._context(turn),
+        )
+        result, parsed = await self.complete(turn, request, stream=turn.on_chunk is not None)
+        turn.response = parsed
+        turn.offline = result.offline
+        turn.trace["generate"] = {
+            "model": result.model,
+            "offline": result.offline,
+            "raw": result.text,
+            "thought": parsed.thought,
+            "text": parsed.text,
+            "actions": parsed.actions,
+            "repaired": turn.trace.get("repaired", False),
+            "streamed": turn.on_chunk is not None,
+        }
+        if not parsed.ok:
+            turn.end(f"the model's answer could not be understood: {parsed.problem}", status=MemoryStatus.FAILED)
+
+    async def complete(
+        self, turn: Turn, request: ModelRequest, *, stream: bool
+    ) -> tuple[ModelResult, ParsedResponse]:
+        """One model call (streamed to the client if asked) and, if malformed, one repair retry."""
+        rt = turn.runtime
+        if stream and turn.on_chunk is not None:
+            extractor = TextStreamExtractor()
+            pieces: list[str] = []
+            async for piece in rt.model.stream(request):
+                pieces.append(piece)
+                out = extractor.feed(piece)
+                if out:
+                    await turn.on_chunk(out)
+            result = rt.model.last_result or ModelResult(text="".join(pieces), model=rt.model.name)
+            turn.trace["streamed_text"] = extractor.buffer[: extractor.emitted] if extractor.started else ""
+        else:
+            result = await rt.model.generate(request)
+        turn.usage.add(result.usage)
+        turn.raw_response = result.text
+        parsed = parse_response(result.text)
+        if parsed.ok:
+            return result, parsed
+        log.warning("model output malformed (%s); asking once for a repair", parsed.problem)
+        turn.trace["repaired"] = True
+        repair = request.model_copy(
+            update={
+                "messages": [
+                    *request.messages,
+                    ChatMessage(role="assistant", content=result.text),
+                    ChatMessage(role="user", content=repair_prompt(parsed.problem)),
+                ]
+            }
+        )
+        result = await rt.model.generate(repair)
+        turn.usage.add(result.usage)
+        turn.raw_response = result.text
+        return result, parse_response(result.text)
+
+    def _context(self, turn: Turn) -> dict[str, object]:
+        """What a model-less provider (offline) needs: the sender's name and what they said in
+        earlier sessions, so even offline the agent shows it remembers."""
+        rt = turn.runtime
+        state = turn.state
+        earlier = [s.memory for s in state.recalled] + list(state.recent)
+        assert turn.entity is not None and turn.inbound is not None
+        recalled = [
+            {
+                "text": m.content.text,
+                "created_at": m.created_at.isoformat(),
+                "speaker": m.content.metadata.get("speaker", ""),
+            }
+            for m in earlier
+            if m.entity_id == turn.entity.id
+            and m.kind is MemoryKind.MESSAGE
+            and m.id != turn.inbound.id
+            and m.created_at < rt.started_at
+        ]
+        return {"sender_name": turn.message.author.name, "recalled": recalled, "agent_name": rt.character.name}

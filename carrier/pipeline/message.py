@@ -1,0 +1,199 @@
+"""Stage 1, the message manager: store the message first, embed it, decide whether to respond.
+
+Storing comes before any other work, so a message that was received is never lost: a turn that
+crashes leaves it ``received`` and :meth:`AgentRuntime.recover` deals with it after a restart.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+
+from carrier.llm.base import ChatMessage, ModelRequest
+from carrier.llm.parse import parse_should_respond
+from carrier.pipeline.base import HookPoint, Turn, run_hooks
+from carrier.prompts import render, template_for
+from carrier.types import (
+    Content,
+    Entity,
+    Memory,
+    MemoryKind,
+    MemoryStatus,
+    Room,
+    RoomState,
+    stable_id,
+)
+
+__all__ = ["MessageManager"]
+
+log = logging.getLogger(__name__)
+
+
+class MessageManager:
+    """Stores, embeds and triages inbound messages."""
+
+    name = "message"
+
+    async def receive(self, turn: Turn) -> Memory:
+        """Map platform ids to stable ids, upsert room and entity, and store the message as
+        ``received``. Runs outside the room lock, so nothing waits before the message is safe."""
+        rt = turn.runtime
+        msg = turn.message
+        turn.text = msg.text
+        room_id = stable_id(rt.agent_id, msg.platform, "room", msg.channel.platform_id)
+        parent_id = (
+            stable_id(rt.agent_id, msg.platform, "room", msg.channel.parent_platform_id)
+            if msg.channel.parent_platform_id
+            else None
+        )
+        entity_id = stable_id(rt.agent_id, msg.platform, "entity", msg.author.platform_id)
+        turn.room = Room(
+            id=room_id,
+            agent_id=rt.agent_id,
+            platform=msg.platform,
+            platform_id=msg.channel.platform_id,
+            name=msg.channel.name,
+            kind=msg.channel.kind,
+            parent_id=parent_id,
+        )
+        names = [n for n in (msg.author.name, msg.author.username) if n]
+        turn.entity = Entity(
+            id=entity_id,
+            agent_id=rt.agent_id,
+            platform=msg.platform,
+            platform_id=msg.author.platform_id,
+            names=names,
+            is_bot=msg.author.is_bot,
+        )
+        await rt.store.upsert_room(turn.room)
+        await rt.store.upsert_entity(turn.entity)
+        await rt.store.add_participant(room_id, entity_id)
+        # A redelivered platform message maps to the same id and is stored once.
+        memory_id = (
+            stable_id(rt.agent_id, msg.platform, "message", msg.platform_message_id)
+            if msg.platform_message_id
+            else None
+        )
+        metadata = {"speaker": msg.author.name, **msg.metadata}
+        if msg.platform_message_id:
+            metadata["platform_message_id"] = msg.platform_message_id
+        memory = Memory(
+            **({"id": memory_id} if memory_id else {}),
+            agent_id=rt.agent_id,
+            room_id=room_id,
+            entity_id=entity_id,
+            kind=MemoryKind.MESSAGE,
+            content=Content(
+                text=msg.text,
+                source=msg.platform,
+                attachments=msg.attachments,
+                metadata=metadata,
+            ),
+            status=MemoryStatus.RECEIVED,
+            created_at=msg.received_at,
+            updated_at=msg.received_at,
+        )
+        stored = await rt.store.add_memory(memory)
+        turn.inbound = stored
+        return stored
+
+    async def process(self, turn: Turn) -> None:
+        rt = turn.runtime
+        assert turn.inbound is not None and turn.room is not None
+        if turn.inbound.status is not MemoryStatus.RECEIVED:
+            turn.end(f"already {turn.inbound.status.value}", status=turn.inbound.status)
+            return
+
+        hook = await run_hooks(rt.registry.hooks_for(HookPoint.BEFORE_INBOUND), HookPoint.BEFORE_INBOUND, turn)
+        if hook.action == "reject":
+            turn.end(f"rejected by hook: {hook.reason}")
+            return
+
+        if turn.text != turn.inbound.content.text:
+            # A hook changed the text: the turn (and later turns' history) uses the new text; the
+            # original is kept beside it.
+            turn.inbound.content.metadata.setdefault("original_text", turn.inbound.content.text)
+            turn.inbound.content.text = turn.text
+            turn.inbound.embedding = None
+            await rt.store.update_memory(turn.inbound)
+
+        text = _embeddable_text(turn)
+        if text and turn.inbound.embedding is None:
+            vector = await rt.embedder.embed_one(text)
+            turn.inbound.embedding = vector.tolist()
+            turn.inbound.embedding_model = rt.embedder.model_id
+            await rt.store.update_memory(turn.inbound)
+
+        respond, reason = await self._should_respond(turn)
+        turn.should_respond, turn.respond_reason = respond, reason
+        turn.trace["message"] = {
+            "inbound_id": turn.inbound.id,
+            "room_id": turn.room.id,
+            "should_respond": respond,
+            "reason": reason,
+            "embedded": turn.inbound.embedding is not None,
+        }
+        if not respond:
+            turn.end(reason)
+
+    async def _should_respond(self, turn: Turn) -> tuple[bool, str]:
+        """ElizaOS's policy: direct input, mentions and replies always answer; other room traffic
+        goes through the room's state and ignore rules, then a cheap model decision."""
+        rt = turn.runtime
+        msg = turn.message
+        assert turn.room is not None
+        if msg.is_direct:
+            return True, "direct message"
+        if msg.mentions_agent:
+            return True, "mentioned"
+        if msg.replies_to_agent:
+            return True, "reply to the agent"
+        if rt.is_ignored(msg.author):
+            return False, "sender is on the ignore list"
+        state = await rt.store.get_room_state(rt.agent_id, turn.room.id)
+        if state is RoomState.MUTED:
+            return False, "room is muted"
+        if state is RoomState.FOLLOWED:
+            return True, "room is followed"
+        if _names_agent(turn.text, rt.names):
+            return True, "name mentioned"
+        # The cheap model decision: a short prompt, a one-word answer.
+        recent = await rt.store.get_memories(agent_id=rt.agent_id, room_id=turn.room.id, limit=8)
+        lines = "\n".join(
+            f"{m.content.metadata.get('speaker', 'someone')}: {m.content.text}" for m in reversed(recent)
+        )
+        character = rt.character
+        prompt = render(
+            template_for("shouldRespondTemplate", character.templates),
+            {
+                "agentName": character.name,
+                "adjectives": ", ".join(character.adjectives[:3]),
+                "topics": ", ".join(character.topics[:5]),
+                "recentMessages": lines,
+            },
+        )
+        result = await rt.model.generate(
+            ModelRequest(
+                messages=[ChatMessage(role="user", content=prompt)],
+                purpose="should_respond",
+                max_tokens=8,
+                temperature=0.0,
+                query=turn.text,
+            )
+        )
+        turn.usage.add(result.usage)
+        decision = parse_should_respond(result.text)
+        if decision == "RESPOND":
+            return True, "model decided to respond"
+        return False, f"model decided {decision}"
+
+
+def _embeddable_text(turn: Turn) -> str:
+    parts = [turn.text]
+    parts += [a.text or a.description or "" for a in turn.message.attachments]
+    return "\n".join(p for p in parts if p).strip()
+
+
+def _names_agent(text: str, names: list[str]) -> bool:
+    lowered = text.lower()
+    return any(re.search(rf"(?<!\w){re.escape(n.lower())}(?!\w)", lowered) for n in names if n)

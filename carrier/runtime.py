@@ -1,0 +1,242 @@
+"""AgentRuntime: one agent (one character) running turns through the five-stage pipeline.
+
+    runtime = AgentRuntime(character=c, store=store, embedder=embedder, model=model)
+    await runtime.start()
+    result = await runtime.handle(message)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from carrier.builtin.actions import builtin_actions
+from carrier.builtin.evaluators import FactExtractor
+from carrier.builtin.providers import builtin_providers
+from carrier.llm.base import ChatMessage, ModelProvider, ModelRequest
+from carrier.llm.parse import ParsedResponse, format_instructions, parse_response
+from carrier.memory.base import Store
+from carrier.memory.embedder import Embedder
+from carrier.pipeline.actions import ActionManager
+from carrier.pipeline.base import ChunkCallback, Stage, Turn
+from carrier.pipeline.evaluate import EvaluatorStage
+from carrier.pipeline.generate import Generator
+from carrier.pipeline.message import MessageManager
+from carrier.pipeline.state import StateComposer
+from carrier.plugins import Plugin, Registry
+from carrier.prompts import render, template_for
+from carrier.types import AgentRecord, Author, Memory, MemoryKind, MemoryStatus, Message, Usage, utcnow
+
+__all__ = ["AgentRuntime", "TurnResult"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TurnResult:
+    """The outcome of :meth:`AgentRuntime.handle`."""
+
+    status: MemoryStatus
+    inbound_id: str
+    replies: list[Memory] = field(default_factory=list)
+    reason: str | None = None
+    """Why nothing (or less) was sent: ignored, muted, superseded, rejected by a hook, ..."""
+    thought: str = ""
+    actions: list[dict[str, Any]] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    offline: bool = False
+    trace: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def text(self) -> str:
+        """All reply texts, joined by blank lines."""
+        return "\n\n".join(m.content.text for m in self.replies)
+
+
+class _RoomSlot:
+    __slots__ = ("lock", "latest", "users")
+
+    def __init__(self) -> None:
+        self.lock = asyncio.Lock()
+        self.latest: str | None = None
+        self.users = 0
+
+
+class AgentRuntime:
+    """Runs one character's turns. Keyword-only; build it at the edge and pass it to clients."""
+
+    def __init__(
+        self,
+        *,
+        character: Any,
+        store: Store,
+        embedder: Embedder,
+        model: ModelProvider,
+        plugins: Sequence[Plugin] = (),
+        seed: int | None = None,
+        recent_messages: int = 20,
+        recall_k: int = 6,
+        fact_interval: int = 4,
+        ignore: Sequence[str] = (),
+    ) -> None:
+        self.character = character
+        self.agent_id: str = character.agent_id
+        self.store = store
+        self.embedder = embedder
+        self.model = model
+        self.ignore = {i.lower() for i in ignore}
+        self.started_at = utcnow()
+        self._seeds = random.Random(seed)
+        self.registry = Registry()
+        self.registry.register(
+            Plugin(
+                name="core",
+                actions=builtin_actions(),
+                evaluators=[FactExtractor(interval=fact_interval).as_evaluator()],
+                providers=builtin_providers(),
+                description="Carrier's built-in actions, evaluators and context providers.",
+            )
+        )
+        for plugin in plugins:
+            self.registry.register(plugin)
+        self.message_manager = MessageManager()
+        # The chain, in order: the message is stored and embedded first (nothing is lost, and recall
+        # can use its vector); the state is composed from the store; the model answers from the
+        # state; actions run on the parsed answer; the evaluator records replies and closes the
+        # inbound message last, so "processed" always means "replies stored".
+        self.stages: list[Stage] = [
+            self.message_manager,
+            StateComposer(recent_messages=recent_messages, recall_k=recall_k),
+            Generator(),
+            ActionManager(),
+        ]
+        self.closer = EvaluatorStage()
+        self._rooms: dict[str, _RoomSlot] = {}
+
+    @property
+    def names(self) -> list[str]:
+        """Names the agent answers to (name, username)."""
+        return [n for n in (self.character.name, getattr(self.character, "username", None)) if n]
+
+    def next_seed(self) -> int:
+        return self._seeds.randrange(2**31)
+
+    def is_ignored(self, author: Author) -> bool:
+        keys = {author.platform_id.lower(), author.name.lower(), (author.username or "").lower()}
+        return bool(self.ignore & keys)
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    async def start(self) -> int:
+        """Record the agent in the store and deal with turns a previous process left unfinished.
+        Returns how many interrupted messages were found."""
+        record = await self.store.get_agent(self.agent_id)
+        data = self.character.model_dump(mode="json", by_alias=True, exclude_none=True)
+        if record is None:
+            record = AgentRecord(id=self.agent_id, name=self.character.name, character=data)
+        record.character, record.status, record.updated_at = data, "running", utcnow()
+        await self.store.upsert_agent(record)
+        return await self.recover()
+
+    async def stop(self) -> None:
+        record = await self.store.get_agent(self.agent_id)
+        if record is not None:
+            record.status, record.updated_at = "stopped", utcnow()
+            await self.store.upsert_agent(record)
+        await self.model.aclose()
+
+    async def recover(self) -> int:
+        """Mark messages a crashed process left ``received`` as failed, with the reason, so they are
+        visible (``carrier memory``) rather than silently lost or answered hours late."""
+        stale = await self.store.get_memories(
+            agent_id=self.agent_id,
+            kinds=[MemoryKind.MESSAGE],
+            statuses=[MemoryStatus.RECEIVED],
+            before=self.started_at,
+            limit=1000,
+        )
+        for memory in stale:
+            await self.store.set_memory_status(
+                memory.id, MemoryStatus.FAILED, error="interrupted: the process stopped during this turn"
+            )
+        if stale:
+            log.warning("%s: %d message(s) were interrupted by a previous stop; marked failed", self.character.name, len(stale))
+        return len(stale)
+
+    # -- turns ----------------------------------------------------------------------------------
+    async def handle(self, message: Message, *, on_chunk: ChunkCallback | None = None) -> TurnResult:
+        """Run one inbound message through the pipeline and return what to send.
+
+        The message is stored before anything else. One turn runs at a time per room; a message
+        that is still waiting when a newer one arrives in its room is superseded (stored, marked
+        ``superseded``, not answered). An exception marks the message failed and propagates; a
+        cancelled turn leaves it ``received`` for :meth:`recover`.
+        """
+        turn = Turn(runtime=self, message=message, on_chunk=on_chunk)
+        inbound = await self.message_manager.receive(turn)
+        assert turn.room is not None
+        slot = self._rooms.setdefault(turn.room.id, _RoomSlot())
+        slot.latest = inbound.id
+        slot.users += 1
+        try:
+            async with slot.lock:
+                if slot.latest != inbound.id:
+                    turn.end("superseded by a newer message in the room", status=MemoryStatus.SUPERSEDED)
+                    await self.store.set_memory_status(inbound.id, MemoryStatus.SUPERSEDED)
+                    return self._result(turn)
+                try:
+                    for stage in self.stages:
+                        await stage.process(turn)
+                        if turn.ended:
+                            break
+                    await self.closer.process(turn)
+                except Exception as exc:
+                    log.exception("%s: turn failed for message %s", self.character.name, inbound.id)
+                    await self.store.set_memory_status(inbound.id, MemoryStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
+                    raise
+        finally:
+            slot.users -= 1
+            if slot.users == 0:
+                self._rooms.pop(turn.room.id, None)
+        return self._result(turn)
+
+    def _result(self, turn: Turn) -> TurnResult:
+        assert turn.inbound is not None
+        response = turn.response
+        return TurnResult(
+            status=turn.final_status,
+            inbound_id=turn.inbound.id,
+            replies=list(turn.replies),
+            reason=turn.ended,
+            thought=response.thought if response is not None else "",
+            actions=list(turn.trace.get("actions", {}).get("results", [])),
+            usage=turn.usage,
+            offline=turn.offline,
+            trace=turn.trace,
+        )
+
+    async def generate_continuation(self, turn: Turn, previous: list[str]) -> ParsedResponse:
+        """One more message after the ones already written this turn (the CONTINUE action)."""
+        values = dict(turn.state.values)
+        values["responseFormat"] = format_instructions(turn.state.actions)
+        sent = "\n".join(f"{self.character.name}: {t}" for t in previous)
+        prompt = render(template_for("messageHandlerTemplate", self.character.templates), values)
+        follow = render(template_for("continueMessageHandlerTemplate", self.character.templates), values)
+        request = ModelRequest(
+            messages=[
+                ChatMessage(role="user", content=prompt),
+                ChatMessage(role="assistant", content=sent),
+                ChatMessage(role="user", content=follow),
+            ],
+            purpose="response",
+            query=turn.text,
+            context={"continuation": True, "sender_name": turn.message.author.name},
+        )
+        if self.model.offline:
+            return parse_response("")  # the offline provider has nothing more to say
+        result = await self.model.generate(request)
+        turn.usage.add(result.usage)
+        return parse_response(result.text)

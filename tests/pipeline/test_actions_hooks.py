@@ -1,0 +1,159 @@
+"""Built-in actions, hooks at the named points, plugins and the fact-extraction evaluator."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from carrier.builtin.actions import MAX_CONTINUES
+from carrier.builtin.persona import example_pairs, sample_persona
+from carrier.errors import ConfigError
+from carrier.llm.base import ModelRequest
+from carrier.llm.fake import FunctionModel, ScriptedModel
+from carrier.pipeline.base import HookPoint, HookResult, Turn
+from carrier.plugins import Action, ActionResult, ContextProvider, Evaluator, Plugin, ProviderOutput
+from carrier.types import MemoryKind, MemoryStatus, RoomState
+from tests.pipeline.conftest import dm, group, xml
+
+
+async def test_action_ignore_sends_nothing(make_runtime) -> None:
+    result = await make_runtime(ScriptedModel([xml("", actions="IGNORE")])).handle(dm("bye"))
+    assert result.replies == [] and result.status is MemoryStatus.IGNORED
+
+
+async def test_action_mute_room_sets_state_and_still_answers(make_runtime, store) -> None:
+    model = ScriptedModel([xml("Going quiet now.", actions="REPLY, mute_room")])
+    runtime = make_runtime(model)
+    result = await runtime.handle(group("harbor please be quiet", mentions_agent=True))
+    memory = await store.get_memory(result.inbound_id)
+    assert memory is not None
+    assert await store.get_room_state(runtime.agent_id, memory.room_id) is RoomState.MUTED
+    assert [m.content.text for m in result.replies] == ["Going quiet now."]
+
+
+async def test_action_room_actions_not_available_in_dms(make_runtime) -> None:
+    model = ScriptedModel([xml("ok", actions="MUTE_ROOM")])
+    result = await make_runtime(model).handle(dm("be quiet"))
+    assert "MUTE_ROOM" not in result.trace["state"]["actions"]
+    assert result.actions == [{"action": "MUTE_ROOM", "ok": False, "error": "not available in this turn", "data": {}}]
+    assert [m.content.text for m in result.replies] == ["ok"]
+
+
+async def test_action_continue_is_bounded(make_runtime) -> None:
+    answers = iter(f"part {i}" for i in range(10))
+    model = FunctionModel(lambda r: xml(next(answers), actions="CONTINUE"))
+    result = await make_runtime(model).handle(dm("tell me a long story"))
+    assert [m.content.text for m in result.replies] == [f"part {i}" for i in range(1 + MAX_CONTINUES)]
+
+
+async def test_action_unknown_is_recorded_and_reply_still_sent(make_runtime) -> None:
+    result = await make_runtime(ScriptedModel([xml("hi", actions="DANCE")])).handle(dm("hi"))
+    assert result.actions[0]["error"] == "unknown action"
+    assert [m.content.text for m in result.replies] == ["hi"]
+
+
+async def test_hook_before_inbound_reject_ends_turn(make_runtime, store) -> None:
+    async def block(point: HookPoint, turn: Turn) -> HookResult | None:
+        return HookResult.reject("spam") if "spam" in turn.text else None
+
+    model = ScriptedModel([])
+    runtime = make_runtime(model, plugins=[Plugin(name="mod", hooks=[(HookPoint.BEFORE_INBOUND, block)])])
+    result = await runtime.handle(dm("spam spam"))
+    assert result.reason == "rejected by hook: spam" and model.requests == []
+    memory = await store.get_memory(result.inbound_id)
+    assert memory is not None and memory.status is MemoryStatus.IGNORED and memory.content.text == "spam spam"
+
+
+async def test_hook_modify_points_change_text(make_runtime) -> None:
+    seen: list[str] = []
+
+    async def hook(point: HookPoint, turn: Turn) -> HookResult | None:
+        seen.append(point.value)
+        if point is HookPoint.BEFORE_INBOUND:
+            return HookResult.modify(turn.text.replace("darn", "****"))
+        if point is HookPoint.BEFORE_OUTBOUND:
+            assert turn.current_reply is not None
+            return HookResult.modify(turn.current_reply.text.replace("@everyone", "everyone"))
+        return None
+
+    model = FunctionModel(lambda r: xml("hey @everyone look"))
+    plugin = Plugin(name="mod", hooks=[(p, hook) for p in HookPoint])
+    result = await make_runtime(model, plugins=[plugin]).handle(dm("darn it"))
+    assert "Ana: **** it" in str(model.requests[0].messages[0].content)
+    assert [m.content.text for m in result.replies] == ["hey everyone look"]
+    assert seen == ["before_inbound", "before_generate", "before_action", "before_outbound", "on_turn_end"]
+
+
+async def test_hook_before_outbound_reject_drops_reply(make_runtime) -> None:
+    async def hook(point: HookPoint, turn: Turn) -> HookResult:
+        return HookResult.reject("unsafe")
+
+    plugin = Plugin(name="safety", hooks=[(HookPoint.BEFORE_OUTBOUND, hook)])
+    result = await make_runtime(ScriptedModel([xml("bad words")]), plugins=[plugin]).handle(dm("hi"))
+    assert result.replies == [] and result.status is MemoryStatus.PROCESSED
+
+
+async def test_plugin_registers_all_or_nothing_and_unloads(make_runtime) -> None:
+    async def wave(turn: Turn) -> ActionResult:
+        return ActionResult(action="WAVE", replies=["*waves*"])
+
+    async def weather(turn: Turn) -> ProviderOutput:
+        return ProviderOutput(text="## Weather\nSunny in the harbor.")
+
+    plugin = Plugin(
+        name="fun",
+        actions=[Action(name="WAVE", description="wave", handler=wave)],
+        providers=[ContextProvider(name="weather", provide=weather)],
+    )
+    model = FunctionModel(lambda r: xml("hello", actions="REPLY,WAVE"))
+    runtime = make_runtime(model, plugins=[plugin])
+    result = await runtime.handle(dm("hi"))
+    assert [m.content.text for m in result.replies] == ["hello", "*waves*"]
+    assert "Sunny in the harbor." in str(model.requests[0].messages[0].content)
+
+    clash = Plugin(
+        name="clash",
+        actions=[Action(name="FRESH", description="x", handler=wave)],
+        evaluators=[Evaluator(name="fact_extraction", description="dup", handler=None)],  # type: ignore[arg-type]
+    )
+    with pytest.raises(ConfigError, match="evaluator 'fact_extraction' already registered"):
+        runtime.registry.register(clash)
+    assert runtime.registry.find_action("FRESH") is None  # nothing of it was added
+
+    runtime.registry.unregister("fun")
+    assert runtime.registry.find_action("WAVE") is None and "weather" not in runtime.registry.providers
+
+
+async def test_fact_extraction_stores_facts_once(make_runtime, store) -> None:
+    def fn(request: ModelRequest) -> str:
+        if request.purpose == "facts":
+            return '```json\n[{"claim": "Ana works on a roguelike", "about": "Ana", "type": "fact"}]\n```'
+        return xml("cool")
+
+    runtime = make_runtime(FunctionModel(fn), fact_interval=2)
+    for text in ("hi", "I am making a roguelike", "it has pixel art", "and a dog"):
+        await runtime.handle(dm(text))
+    facts = await store.get_memories(agent_id=runtime.agent_id, kinds=[MemoryKind.FACT])
+    assert [f.content.text for f in facts] == ["Ana works on a roguelike"]  # second extraction deduplicated
+    entity = await store.get_entity(facts[0].entity_id)
+    assert entity is not None and "Ana" in entity.names
+    result = await runtime.handle(dm("what do you know about me?"))
+    assert "Ana works on a roguelike" in str(runtime.model.requests[-1].messages[0].content)
+    assert result.replies
+
+
+def test_persona_sample_is_seeded(character) -> None:
+    a = sample_persona(character, random.Random(3))
+    b = sample_persona(character, random.Random(3))
+    assert a == b
+    assert a["agentName"] == "Harbor"
+    assert "Harbor: Ahoy! Welcome aboard." in a["messageExamples"]
+    assert "{{user1}}" not in a["messageExamples"]
+
+
+def test_persona_example_pairs(character) -> None:
+    assert example_pairs(character) == [
+        ("hello", "Ahoy! Welcome aboard."),
+        ("who are you?", "I'm Harbor, the host of this server."),
+    ]
