@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from carrier.character.model import Character
+from carrier.character import Character
 from carrier.llm.base import ModelProvider
 from carrier.memory.fake import HashEmbedder
 from carrier.memory.sqlite import SQLiteStore
