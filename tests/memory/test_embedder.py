@@ -1,0 +1,151 @@
+"""The Embedder base (cache, de-duplication, normalization) and the HashEmbedder fake."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+
+from carrier.memory.embedder import Embedder
+from carrier.memory.fake import HashEmbedder
+
+
+class CountingEmbedder(HashEmbedder):
+    """A HashEmbedder that records every batch the base class asks it to encode."""
+
+    def __init__(self, **kwargs: int) -> None:
+        super().__init__(**kwargs)
+        self.batches: list[list[str]] = []
+
+    async def _encode(self, texts: list[str]) -> np.ndarray:
+        self.batches.append(list(texts))
+        return await super()._encode(texts)
+
+
+class ScaledEmbedder(Embedder):
+    """Returns unnormalized vectors, to check that the base class normalizes."""
+
+    name = "scaled"
+    dim = 2
+
+    async def _encode(self, texts: list[str]) -> np.ndarray:
+        return np.array([[3.0 * len(t), 4.0 * len(t)] for t in texts])
+
+
+def _cosine(a: np.ndarray, b: np.ndarray) -> float:
+    return float(a @ b)
+
+
+async def test_embedder_hash_is_deterministic_and_normalized() -> None:
+    one, two = HashEmbedder(), HashEmbedder()
+    vectors = await one.embed(["Hello there", "Something else entirely"])
+    again = await two.embed(["Hello there", "Something else entirely"])
+
+    assert vectors.shape == (2, 256)
+    assert vectors.dtype == np.float32
+    assert np.array_equal(vectors, again)
+    assert np.linalg.norm(vectors, axis=1) == pytest.approx([1.0, 1.0], abs=1e-6)
+    assert one.model_id == "hash:256"
+
+
+async def test_embedder_hash_shared_words_score_higher() -> None:
+    embedder = HashEmbedder()
+    query = await embedder.embed_one("How do I reset my password?")
+    related = await embedder.embed_one("I forgot my password")
+    unrelated = await embedder.embed_one("The weather is nice")
+    assert _cosine(query, related) > _cosine(query, unrelated) + 0.2
+    assert _cosine(query, await embedder.embed_one("how do i RESET my password")) > 0.99
+
+
+async def test_embedder_hash_dim_is_configurable() -> None:
+    embedder = HashEmbedder(dim=32)
+    assert (await embedder.embed(["a b c"])).shape == (1, 32)
+    assert embedder.model_id == "hash:32"
+
+
+async def test_embedder_empty_input_and_empty_text() -> None:
+    embedder = HashEmbedder()
+    empty = await embedder.embed([])
+    assert empty.shape == (0, 256)
+    assert empty.dtype == np.float32
+    assert not (await embedder.embed_one("")).any()  # no words: the zero vector, not NaN
+
+
+async def test_embedder_rejects_a_bare_string() -> None:
+    with pytest.raises(TypeError, match="embed_one"):
+        await HashEmbedder().embed("not a list")
+
+
+async def test_embedder_base_normalizes_rows() -> None:
+    vectors = await ScaledEmbedder().embed(["ab", "abcd"])
+    np.testing.assert_allclose(vectors, [[0.6, 0.8], [0.6, 0.8]], rtol=1e-6)
+    assert vectors.dtype == np.float32
+
+
+async def test_embedder_cache_encodes_each_distinct_text_once() -> None:
+    embedder = CountingEmbedder()
+    first = await embedder.embed(["a", "b", "a", "c", "b"])
+    assert embedder.batches == [["a", "b", "c"]]
+    assert np.array_equal(first[0], first[2])
+
+    second = await embedder.embed(["c", "d", "a"])
+    assert embedder.batches == [["a", "b", "c"], ["d"]]
+    assert np.array_equal(second[0], first[3])
+    assert np.array_equal(second[2], first[0])
+
+    await embedder.embed(["a", "b", "c", "d"])
+    assert len(embedder.batches) == 2  # all hits: nothing encoded
+
+
+async def test_embedder_results_are_copies_of_the_cache() -> None:
+    embedder = CountingEmbedder()
+    vector = await embedder.embed_one("x")
+    vector[:] = 0.0
+    assert (await embedder.embed_one("x")).any()
+    assert len(embedder.batches) == 1
+
+
+async def test_embedder_cache_is_bounded_lru() -> None:
+    embedder = CountingEmbedder(cache_size=2)
+    await embedder.embed(["a", "b"])
+    await embedder.embed(["a"])  # a is now the most recent
+    await embedder.embed(["c"])  # evicts b
+    await embedder.embed(["a", "c"])
+    assert embedder.batches == [["a", "b"], ["c"]]
+    await embedder.embed(["b"])
+    assert embedder.batches[-1] == ["b"]
+
+    big = CountingEmbedder(cache_size=2)
+    vectors = await big.embed(["p", "q", "r", "p"])  # more misses than the cache holds
+    assert np.array_equal(vectors[0], vectors[3])
+
+
+async def test_embedder_cache_can_be_disabled_and_cleared() -> None:
+    off = CountingEmbedder(cache_size=0)
+    await off.embed(["a"])
+    await off.embed(["a"])
+    assert off.batches == [["a"], ["a"]]
+
+    on = CountingEmbedder()
+    await on.embed(["a"])
+    on.clear_cache()
+    await on.embed(["a"])
+    assert on.batches == [["a"], ["a"]]
+
+
+async def test_embedder_concurrent_calls_agree() -> None:
+    embedder = HashEmbedder()
+    results = await asyncio.gather(*(embedder.embed([f"t{i % 5}", "shared"]) for i in range(20)))
+    for i, result in enumerate(results):
+        assert np.array_equal(result[1], results[0][1])
+        assert np.array_equal(result[0], results[i % 5][0])
+
+
+async def test_embedder_wrong_shape_from_encode_is_reported() -> None:
+    class Broken(HashEmbedder):
+        async def _encode(self, texts: list[str]) -> np.ndarray:
+            return np.zeros((len(texts), 3))
+
+    with pytest.raises(ValueError, match=r"Broken\._encode returned shape"):
+        await Broken().embed(["x"])

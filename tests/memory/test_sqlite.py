@@ -1,0 +1,167 @@
+"""SQLite-specific behaviour; the shared Store contract lives in test_store_contract.py."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from contextlib import closing
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from carrier.errors import ConfigError, StoreError
+from carrier.memory import sqlite as sqlite_module
+from carrier.memory.sqlite import SCHEMA_VERSION, SQLiteStore
+from carrier.types import Content, Entity, Memory
+
+
+def _memory(text: str = "hi", **fields: object) -> Memory:
+    return Memory(agent_id="a", room_id="r", entity_id="e", content=Content(text=text), **fields)  # type: ignore[arg-type]
+
+
+def _tables(path: Path) -> set[str]:
+    with closing(sqlite3.connect(path)) as db:
+        return {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("sqlite:///tmp/x/carrier.db", "/tmp/x/carrier.db"),
+        ("sqlite:////tmp/x/carrier.db", "/tmp/x/carrier.db"),
+        ("sqlite:///tmp/with%20space.db", "/tmp/with space.db"),
+        ("sqlite:///:memory:", ":memory:"),
+        ("sqlite://:memory:", ":memory:"),
+    ],
+)
+def test_sqlite_from_url_parses_paths(url: str, expected: str) -> None:
+    assert str(SQLiteStore.from_url(url).path) == expected
+
+
+@pytest.mark.parametrize("url", ["mongodb://localhost/carrier", "sqlite://host/x.db", "sqlite:"])
+def test_sqlite_from_url_rejects_other_urls(url: str) -> None:
+    with pytest.raises(ConfigError, match="sqlite:///"):
+        SQLiteStore.from_url(url)
+
+
+def test_sqlite_default_path_is_carrier_db_in_the_data_dir(tmp_path: Path) -> None:
+    assert SQLiteStore.default_path(tmp_path) == tmp_path / "carrier.db"
+
+
+async def test_sqlite_open_creates_parent_dirs_wal_file_and_tables(tmp_path: Path) -> None:
+    path = tmp_path / "a" / "b" / "carrier.db"
+    async with SQLiteStore(path=path) as store:
+        db = store._conn()
+        async with db.execute("PRAGMA synchronous") as cursor:
+            assert (await cursor.fetchone())[0] == 1  # type: ignore[index]  # NORMAL
+        async with db.execute("PRAGMA foreign_keys") as cursor:
+            assert (await cursor.fetchone())[0] == 1  # type: ignore[index]
+        assert await store.schema_version() == SCHEMA_VERSION
+    with closing(sqlite3.connect(path)) as raw:
+        assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    expected = {"schema_version", "agents", "rooms", "entities", "participants"}
+    expected |= {"room_states", "memories", "settings"}
+    assert expected <= _tables(path)
+
+
+async def test_sqlite_in_memory_store_works() -> None:
+    async with SQLiteStore.from_url("sqlite:///:memory:") as store:
+        memory = await store.add_memory(_memory())
+        assert await store.get_memory(memory.id) == memory
+
+
+async def test_sqlite_calls_before_open_raise_store_error(tmp_path: Path) -> None:
+    store = SQLiteStore(path=tmp_path / "carrier.db")
+    with pytest.raises(StoreError, match="not open"):
+        await store.get_setting("k")
+
+
+async def test_sqlite_unusable_location_raises_store_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with pytest.raises(StoreError, match="CARRIER_DATA_DIR"):
+        await SQLiteStore(path=blocker / "carrier.db").open()
+
+
+async def test_sqlite_not_a_database_raises_store_error(tmp_path: Path) -> None:
+    path = tmp_path / "carrier.db"
+    path.write_bytes(b"this is not a SQLite file" * 100)
+    with pytest.raises(StoreError, match=str(path)):
+        await SQLiteStore(path=path).open()
+
+
+async def test_sqlite_applies_new_migrations_to_an_old_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "carrier.db"
+    async with SQLiteStore(path=path):
+        pass
+    step = ("CREATE TABLE later (x INTEGER)", "INSERT INTO later VALUES (7)")
+    monkeypatch.setattr(sqlite_module, "MIGRATIONS", (*sqlite_module.MIGRATIONS, step))
+    monkeypatch.setattr(sqlite_module, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
+
+    async with SQLiteStore(path=path) as store:
+        assert await store.schema_version() == SCHEMA_VERSION + 1
+    assert "later" in _tables(path)
+
+
+async def test_sqlite_failed_migration_changes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "carrier.db"
+    async with SQLiteStore(path=path):
+        pass
+    step = ("CREATE TABLE later (x INTEGER)", "THIS IS NOT SQL")
+    monkeypatch.setattr(sqlite_module, "MIGRATIONS", (*sqlite_module.MIGRATIONS, step))
+    monkeypatch.setattr(sqlite_module, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
+
+    with pytest.raises(StoreError, match="migrating"):
+        await SQLiteStore(path=path).open()
+    assert "later" not in _tables(path)
+    with closing(sqlite3.connect(path)) as raw:
+        assert (
+            raw.execute("SELECT MAX(version) FROM schema_version").fetchone()[0] == SCHEMA_VERSION
+        )
+
+
+async def test_sqlite_naive_datetimes_are_taken_as_utc(tmp_path: Path) -> None:
+    naive = datetime(2024, 1, 2, 3, 4, 5, 678901)
+    async with SQLiteStore(path=tmp_path / "carrier.db") as store:
+        stored = await store.add_memory(_memory(created_at=naive, updated_at=naive))
+        assert stored.created_at == naive.replace(tzinfo=UTC)
+        page = await store.get_memories(agent_id="a", before=naive)
+        assert page == []
+
+
+async def test_sqlite_concurrent_writes_all_land(tmp_path: Path) -> None:
+    async with SQLiteStore(path=tmp_path / "carrier.db") as store:
+        await asyncio.gather(*(store.add_memory(_memory(f"m{i}")) for i in range(50)))
+        base: dict[str, Any] = {"id": "e1", "agent_id": "a", "platform": "cli", "platform_id": "me"}
+        await asyncio.gather(
+            *(store.upsert_entity(Entity(**base, names=[f"n{i}"])) for i in range(20))
+        )
+        assert await store.count_memories(agent_id="a") == 50
+        entity = await store.get_entity("e1")
+        assert entity is not None
+        assert sorted(entity.names) == sorted(f"n{i}" for i in range(20))
+
+
+async def test_sqlite_two_stores_share_one_file(tmp_path: Path) -> None:
+    path = tmp_path / "carrier.db"
+    async with SQLiteStore(path=path) as one, SQLiteStore(path=path) as two:
+        await asyncio.gather(
+            *(one.add_memory(_memory(f"one{i}")) for i in range(20)),
+            *(two.add_memory(_memory(f"two{i}")) for i in range(20)),
+        )
+        assert await one.count_memories(agent_id="a") == 40
+
+
+async def test_sqlite_concurrent_open_makes_one_connection(tmp_path: Path) -> None:
+    store = SQLiteStore(path=tmp_path / "carrier.db")
+    await asyncio.gather(store.open(), store.open())
+    connection = store._conn()
+    await store.open()
+    assert store._conn() is connection
+    await store.close()

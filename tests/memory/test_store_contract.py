@@ -1,0 +1,552 @@
+"""The Store contract: every backend in ``conftest.STORE_FACTORIES`` must pass all of it."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from carrier.errors import StoreError
+from carrier.memory.base import Store
+from carrier.memory.fake import HashEmbedder
+from carrier.types import (
+    AgentRecord,
+    Attachment,
+    Content,
+    Entity,
+    Memory,
+    MemoryKind,
+    MemoryStatus,
+    Room,
+    RoomKind,
+    RoomState,
+)
+from tests.memory.conftest import StoreFactory
+
+T0 = datetime(2024, 5, 1, 12, 0, 0, 123456, tzinfo=UTC)
+AGENT = "agent-1"
+OTHER_AGENT = "agent-2"
+MODEL = "test:3"
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def make_memory(
+    text: str = "hello",
+    *,
+    seconds: float = 0,
+    agent_id: str = AGENT,
+    room_id: str = "room-1",
+    entity_id: str = "user-1",
+    embedding: list[float] | None = None,
+    embedding_model: str | None = None,
+    **fields: Any,
+) -> Memory:
+    if embedding is not None and embedding_model is None:
+        embedding_model = MODEL
+    return Memory(
+        agent_id=agent_id,
+        room_id=room_id,
+        entity_id=entity_id,
+        content=Content(text=text),
+        embedding=embedding,
+        embedding_model=embedding_model,
+        created_at=at(seconds),
+        updated_at=at(seconds),
+        **fields,
+    )
+
+
+def texts(memories: list[Memory]) -> list[str]:
+    return [m.content.text for m in memories]
+
+
+# -- agents ------------------------------------------------------------------------------------
+
+
+async def test_store_agent_upsert_get_list(store: Store) -> None:
+    agent = AgentRecord(
+        id=AGENT, name="Ada", character={"name": "Ada", "bio": ["x"]}, created_at=T0
+    )
+    await store.upsert_agent(agent)
+    await store.upsert_agent(
+        AgentRecord(id=OTHER_AGENT, name="Bob", character={}, created_at=at(1))
+    )
+
+    got = await store.get_agent(AGENT)
+    assert got == agent
+    assert got is not None and got.created_at.tzinfo is not None
+    assert sorted(a.id for a in await store.list_agents()) == [AGENT, OTHER_AGENT]
+    assert await store.get_agent("missing") is None
+
+
+async def test_store_agent_upsert_updates_and_keeps_created_at(store: Store) -> None:
+    await store.upsert_agent(AgentRecord(id=AGENT, name="Ada", character={}, created_at=T0))
+    await store.upsert_agent(
+        AgentRecord(id=AGENT, name="Ada 2", character={"a": 1}, status="running", created_at=at(60))
+    )
+    got = await store.get_agent(AGENT)
+    assert got is not None
+    assert (got.name, got.character, got.status) == ("Ada 2", {"a": 1}, "running")
+    assert got.created_at == T0
+    assert len(await store.list_agents()) == 1
+
+
+async def test_store_delete_agent_removes_everything_it_owns(store: Store) -> None:
+    for agent_id in (AGENT, OTHER_AGENT):
+        await store.upsert_agent(AgentRecord(id=agent_id, name=agent_id, character={}))
+        room = Room(id=f"room-{agent_id}", agent_id=agent_id, platform="cli", platform_id="t")
+        user = Entity(id=f"user-{agent_id}", agent_id=agent_id, platform="cli", platform_id="me")
+        await store.upsert_room(room)
+        await store.upsert_entity(user)
+        await store.add_participant(room.id, user.id)
+        await store.set_room_state(agent_id, room.id, RoomState.FOLLOWED)
+        await store.add_memory(make_memory(agent_id=agent_id, room_id=room.id, entity_id=user.id))
+
+    assert await store.delete_agent(AGENT) is True
+
+    assert await store.get_agent(AGENT) is None
+    assert await store.get_room(f"room-{AGENT}") is None
+    assert await store.get_entity(f"user-{AGENT}") is None
+    assert await store.list_participants(f"room-{AGENT}") == []
+    assert await store.get_room_state(AGENT, f"room-{AGENT}") is None
+    assert await store.count_memories(agent_id=AGENT) == 0
+    # The other agent is untouched.
+    assert await store.get_agent(OTHER_AGENT) is not None
+    assert await store.get_room(f"room-{OTHER_AGENT}") is not None
+    assert await store.get_entity(f"user-{OTHER_AGENT}") is not None
+    assert await store.list_participants(f"room-{OTHER_AGENT}") == [f"user-{OTHER_AGENT}"]
+    assert await store.get_room_state(OTHER_AGENT, f"room-{OTHER_AGENT}") is RoomState.FOLLOWED
+    assert await store.count_memories(agent_id=OTHER_AGENT) == 1
+
+    assert await store.delete_agent(AGENT) is False
+
+
+# -- rooms, entities, participants -------------------------------------------------------------
+
+
+async def test_store_room_round_trip_and_replace(store: Store) -> None:
+    room = Room.model_validate(
+        {
+            "id": "r1",
+            "agent_id": AGENT,
+            "platform": "discord",
+            "platform_id": "123",
+            "name": "general",
+            "kind": RoomKind.THREAD,
+            "parent_id": "r0",
+            "metadata": {"guild": "g1"},
+            "topic": "extra fields are kept",
+        }
+    )
+    await store.upsert_room(room)
+    assert await store.get_room("r1") == room
+
+    renamed = room.model_copy(update={"name": "off-topic", "metadata": {}})
+    await store.upsert_room(renamed)
+    assert await store.get_room("r1") == renamed
+    assert await store.get_room("missing") is None
+
+
+async def test_store_entity_upsert_merges_names_in_order(store: Store) -> None:
+    base: dict[str, Any] = {
+        "id": "e1",
+        "agent_id": AGENT,
+        "platform": "discord",
+        "platform_id": "42",
+    }
+    await store.upsert_entity(Entity(**base, names=["ada", "Ada L."], metadata={"a": 1}))
+    await store.upsert_entity(Entity(**base, names=["Countess", "ada", "Countess"], is_bot=True))
+
+    got = await store.get_entity("e1")
+    assert got is not None
+    assert got.names == ["ada", "Ada L.", "Countess"]
+    assert got.is_bot is True
+    assert await store.get_entity("missing") is None
+
+
+async def test_store_participants_are_recorded_once(store: Store) -> None:
+    await store.add_participant("r1", "e1")
+    await store.add_participant("r1", "e2")
+    await store.add_participant("r1", "e1")
+    await store.add_participant("r2", "e1")
+
+    assert sorted(await store.list_participants("r1")) == ["e1", "e2"]
+    assert await store.list_participants("r2") == ["e1"]
+    assert await store.list_participants("nobody") == []
+
+
+async def test_store_room_state_set_change_and_clear(store: Store) -> None:
+    assert await store.get_room_state(AGENT, "r1") is None
+    await store.set_room_state(AGENT, "r1", RoomState.FOLLOWED)
+    await store.set_room_state(AGENT, "r1", RoomState.MUTED)
+    assert await store.get_room_state(AGENT, "r1") is RoomState.MUTED
+    assert await store.get_room_state(OTHER_AGENT, "r1") is None
+
+    await store.set_room_state(AGENT, "r1", None)
+    assert await store.get_room_state(AGENT, "r1") is None
+    await store.set_room_state(AGENT, "r1", None)  # clearing twice is fine
+
+
+# -- memories ----------------------------------------------------------------------------------
+
+
+async def test_store_add_memory_round_trips_every_field(store: Store) -> None:
+    memory = Memory(
+        agent_id=AGENT,
+        room_id="r1",
+        entity_id="e1",
+        kind=MemoryKind.FACT,
+        content=Content.model_validate(
+            {
+                "text": "Ada likes tea ☕",
+                "thought": "noted",
+                "actions": ["REPLY"],
+                "source": "discord",
+                "attachments": [Attachment(url="https://example.invalid/a.png", title="a")],
+                "in_reply_to": "m0",
+                "metadata": {"nested": {"n": [1, 2]}},
+                "plugin_key": "extra content keys are kept",
+            }
+        ),
+        embedding=[0.6, 0.8, 0.0],
+        embedding_model=MODEL,
+        status=MemoryStatus.FAILED,
+        error="boom",
+        created_at=T0,
+        updated_at=at(1),
+    )
+    stored = await store.add_memory(memory)
+    got = await store.get_memory(memory.id)
+
+    for result in (stored, got):
+        assert result is not None
+        assert result.model_dump(exclude={"embedding"}) == memory.model_dump(exclude={"embedding"})
+        assert result.embedding == pytest.approx(memory.embedding, abs=1e-6)
+        assert result.created_at == T0  # exact to the microsecond
+        assert result.created_at.utcoffset() == timedelta(0)
+    assert await store.get_memory("missing") is None
+
+
+async def test_store_add_memory_without_embedding(store: Store) -> None:
+    memory = await store.add_memory(make_memory())
+    assert memory.embedding is None
+    assert memory.embedding_model is None
+
+
+async def test_store_add_memory_is_idempotent_on_id(store: Store) -> None:
+    first = make_memory("first")
+    await store.add_memory(first)
+    again = await store.add_memory(first.model_copy(update={"content": Content(text="second")}))
+
+    assert again.content.text == "first"
+    assert await store.count_memories(agent_id=AGENT) == 1
+
+
+async def test_store_update_memory_replaces_mutable_fields(store: Store) -> None:
+    memory = await store.add_memory(make_memory("draft", status=MemoryStatus.RECEIVED))
+    changed = memory.model_copy(
+        update={
+            "content": Content(text="final", actions=["REPLY"]),
+            "embedding": [0.0, 1.0, 0.0],
+            "embedding_model": MODEL,
+            "status": MemoryStatus.PROCESSED,
+            "error": None,
+        }
+    )
+    await store.update_memory(changed)
+
+    got = await store.get_memory(memory.id)
+    assert got is not None
+    assert got.content == changed.content
+    assert got.embedding == pytest.approx([0.0, 1.0, 0.0])
+    assert (got.embedding_model, got.status) == (MODEL, MemoryStatus.PROCESSED)
+    assert got.created_at == memory.created_at
+    assert got.updated_at > memory.updated_at
+
+
+async def test_store_update_of_a_missing_memory_creates_nothing(store: Store) -> None:
+    await store.update_memory(make_memory())
+    await store.set_memory_status("missing", MemoryStatus.FAILED)
+    assert await store.count_memories(agent_id=AGENT) == 0
+
+
+async def test_store_set_memory_status_sets_and_clears_error(store: Store) -> None:
+    memory = await store.add_memory(make_memory(status=MemoryStatus.RECEIVED))
+
+    await store.set_memory_status(memory.id, MemoryStatus.FAILED, error="model timed out")
+    got = await store.get_memory(memory.id)
+    assert got is not None
+    assert (got.status, got.error) == (MemoryStatus.FAILED, "model timed out")
+    assert got.updated_at > memory.updated_at
+
+    await store.set_memory_status(memory.id, MemoryStatus.PROCESSED)
+    got = await store.get_memory(memory.id)
+    assert got is not None
+    assert (got.status, got.error) == (MemoryStatus.PROCESSED, None)
+
+
+async def test_store_get_memories_newest_first_with_limit(store: Store) -> None:
+    for i in (2, 0, 4, 1, 3):  # inserted out of order
+        await store.add_memory(make_memory(f"m{i}", seconds=i))
+
+    assert texts(await store.get_memories(agent_id=AGENT)) == ["m4", "m3", "m2", "m1", "m0"]
+    assert texts(await store.get_memories(agent_id=AGENT, limit=2)) == ["m4", "m3"]
+    assert await store.get_memories(agent_id=AGENT, limit=0) == []
+
+
+async def test_store_get_memories_before_is_exclusive_to_the_microsecond(store: Store) -> None:
+    for i in range(4):
+        await store.add_memory(make_memory(f"m{i}", seconds=i))
+    await store.add_memory(make_memory("m2+1us", seconds=2.000001))
+
+    page = await store.get_memories(agent_id=AGENT, before=at(2))
+    assert texts(page) == ["m1", "m0"]
+    assert texts(await store.get_memories(agent_id=AGENT, before=at(2.000001))) == [
+        "m2",
+        "m1",
+        "m0",
+    ]
+    # Paging with the oldest item of the last page as the cursor.
+    first = await store.get_memories(agent_id=AGENT, limit=2)
+    second = await store.get_memories(agent_id=AGENT, limit=2, before=first[-1].created_at)
+    assert texts(first) + texts(second) == ["m3", "m2+1us", "m2", "m1"]
+
+
+async def test_store_get_memories_filters(store: Store) -> None:
+    await store.add_memory(make_memory("a", seconds=1, room_id="r1", entity_id="e1"))
+    await store.add_memory(make_memory("b", seconds=2, room_id="r1", entity_id="e2"))
+    await store.add_memory(
+        make_memory("c", seconds=3, room_id="r2", entity_id="e1", kind=MemoryKind.FACT)
+    )
+    await store.add_memory(
+        make_memory("d", seconds=4, room_id="r2", entity_id="e2", status=MemoryStatus.RECEIVED)
+    )
+    await store.add_memory(make_memory("other agent", seconds=5, agent_id=OTHER_AGENT))
+
+    assert texts(await store.get_memories(agent_id=AGENT)) == ["d", "c", "b", "a"]
+    assert texts(await store.get_memories(agent_id=AGENT, room_id="r1")) == ["b", "a"]
+    assert texts(await store.get_memories(agent_id=AGENT, entity_id="e1")) == ["c", "a"]
+    assert texts(await store.get_memories(agent_id=AGENT, kinds=[MemoryKind.FACT])) == ["c"]
+    assert texts(
+        await store.get_memories(agent_id=AGENT, kinds=[MemoryKind.MESSAGE, MemoryKind.FACT])
+    ) == ["d", "c", "b", "a"]
+    assert texts(await store.get_memories(agent_id=AGENT, statuses=[MemoryStatus.RECEIVED])) == [
+        "d"
+    ]
+    assert texts(
+        await store.get_memories(agent_id=AGENT, room_id="r2", entity_id="e1", kinds=["fact"])  # type: ignore[list-item]
+    ) == ["c"]
+    assert await store.get_memories(agent_id=AGENT, kinds=[]) == []
+    assert texts(await store.get_memories(agent_id=OTHER_AGENT)) == ["other agent"]
+
+
+async def test_store_count_memories(store: Store) -> None:
+    await store.add_memory(make_memory(room_id="r1"))
+    await store.add_memory(make_memory(room_id="r1", kind=MemoryKind.FACT))
+    await store.add_memory(make_memory(room_id="r2"))
+    await store.add_memory(make_memory(agent_id=OTHER_AGENT))
+
+    assert await store.count_memories(agent_id=AGENT) == 3
+    assert await store.count_memories(agent_id=AGENT, room_id="r1") == 2
+    assert await store.count_memories(agent_id=AGENT, kinds=[MemoryKind.FACT]) == 1
+    assert await store.count_memories(agent_id=AGENT, room_id="r2", kinds=[MemoryKind.FACT]) == 0
+    assert await store.count_memories(agent_id="nobody") == 0
+
+
+async def test_store_delete_memory(store: Store) -> None:
+    memory = await store.add_memory(make_memory())
+    assert await store.delete_memory(memory.id) is True
+    assert await store.get_memory(memory.id) is None
+    assert await store.delete_memory(memory.id) is False
+
+
+async def test_store_delete_memories_by_filter(store: Store) -> None:
+    await store.add_memory(make_memory("a", room_id="r1", entity_id="e1"))
+    await store.add_memory(make_memory("b", room_id="r1", entity_id="e2", kind=MemoryKind.FACT))
+    await store.add_memory(make_memory("c", room_id="r2", entity_id="e1"))
+    await store.add_memory(make_memory("d", room_id="r1", agent_id=OTHER_AGENT))
+
+    assert await store.delete_memories(agent_id=AGENT, room_id="r1", kinds=[MemoryKind.FACT]) == 1
+    assert await store.delete_memories(agent_id=AGENT, entity_id="e1") == 2
+    assert texts(await store.get_memories(agent_id=AGENT)) == []
+    assert await store.delete_memories(agent_id=AGENT) == 0
+    assert await store.count_memories(agent_id=OTHER_AGENT) == 1
+
+
+# -- search ------------------------------------------------------------------------------------
+
+
+async def test_store_search_returns_top_k_best_first(store: Store) -> None:
+    vectors = {
+        "x": [1.0, 0.0, 0.0],
+        "xy": [0.8, 0.6, 0.0],
+        "y": [0.0, 1.0, 0.0],
+        "-x": [-1.0, 0, 0],
+    }
+    for text, vector in vectors.items():
+        await store.add_memory(make_memory(text, embedding=vector))
+
+    hits = await store.search_memories(
+        agent_id=AGENT, embedding=[1.0, 0.0, 0.0], embedding_model=MODEL, k=3
+    )
+    assert [h.memory.content.text for h in hits] == ["x", "xy", "y"]
+    assert [h.score for h in hits] == pytest.approx([1.0, 0.8, 0.0], abs=1e-6)
+    assert hits[0].memory.embedding == pytest.approx([1.0, 0.0, 0.0])
+
+    everything = await store.search_memories(
+        agent_id=AGENT, embedding=[1.0, 0.0, 0.0], embedding_model=MODEL, k=10
+    )
+    assert [h.memory.content.text for h in everything] == ["x", "xy", "y", "-x"]
+    assert everything[-1].score == pytest.approx(-1.0)
+
+
+async def test_store_search_scores_cosine_for_unnormalized_vectors(store: Store) -> None:
+    await store.add_memory(make_memory("long", embedding=[10.0, 0.0, 0.0]))
+    hits = await store.search_memories(
+        agent_id=AGENT, embedding=[0.5, 0.5, 0.0], embedding_model=MODEL
+    )
+    assert hits[0].score == pytest.approx(0.5**0.5, abs=1e-6)
+
+
+async def test_store_search_applies_filters(store: Store) -> None:
+    v = [1.0, 0.0, 0.0]
+    await store.add_memory(make_memory("r1e1", room_id="r1", entity_id="e1", embedding=v))
+    await store.add_memory(make_memory("r2e1", room_id="r2", entity_id="e1", embedding=v))
+    await store.add_memory(
+        make_memory("r1e2", room_id="r1", entity_id="e2", embedding=v, kind=MemoryKind.FACT)
+    )
+    await store.add_memory(make_memory("other", agent_id=OTHER_AGENT, embedding=v))
+    await store.add_memory(make_memory("no vector", room_id="r1"))
+
+    async def found(**filters: Any) -> list[str]:
+        hits = await store.search_memories(
+            agent_id=AGENT, embedding=v, embedding_model=MODEL, **filters
+        )
+        return sorted(h.memory.content.text for h in hits)
+
+    assert await found() == ["r1e1", "r1e2", "r2e1"]
+    assert await found(room_id="r1") == ["r1e1", "r1e2"]
+    assert await found(entity_id="e1") == ["r1e1", "r2e1"]
+    assert await found(kinds=[MemoryKind.FACT]) == ["r1e2"]
+    assert await found(room_id="r1", kinds=[MemoryKind.MESSAGE]) == ["r1e1"]
+    assert await found(k=0) == []
+
+
+async def test_store_search_never_mixes_embedding_models(store: Store) -> None:
+    await store.add_memory(make_memory("mine", embedding=[1.0, 0.0, 0.0]))
+    await store.add_memory(
+        make_memory("same dim, other model", embedding=[1.0, 0.0, 0.0], embedding_model="other:3")
+    )
+    await store.add_memory(
+        make_memory("other dim", embedding=[1.0, 0.0, 0.0, 0.0], embedding_model="other:4")
+    )
+
+    hits = await store.search_memories(
+        agent_id=AGENT, embedding=[1.0, 0.0, 0.0], embedding_model=MODEL
+    )
+    assert [h.memory.content.text for h in hits] == ["mine"]
+    none = await store.search_memories(
+        agent_id=AGENT, embedding=[1.0, 0.0, 0.0], embedding_model="never-used:3"
+    )
+    assert none == []
+
+
+async def test_store_search_min_score_and_exclude_ids(store: Store) -> None:
+    close = await store.add_memory(make_memory("close", embedding=[1.0, 0.0, 0.0]))
+    await store.add_memory(make_memory("near", embedding=[0.8, 0.6, 0.0]))
+    await store.add_memory(make_memory("far", embedding=[0.0, 1.0, 0.0]))
+
+    async def found(**options: Any) -> list[str]:
+        hits = await store.search_memories(
+            agent_id=AGENT, embedding=[1.0, 0.0, 0.0], embedding_model=MODEL, **options
+        )
+        return [h.memory.content.text for h in hits]
+
+    assert await found(min_score=0.5) == ["close", "near"]
+    assert await found(min_score=0.99) == ["close"]
+    assert await found(exclude_ids=[close.id]) == ["near", "far"]
+    assert await found(exclude_ids=[close.id], min_score=0.5, k=1) == ["near"]
+    assert await found(exclude_ids=[f"id-{i}" for i in range(5000)]) == ["close", "near", "far"]
+
+
+async def test_store_search_ranks_embedded_text(store: Store, fake_embedder: HashEmbedder) -> None:
+    notes = ["my password reset failed", "the weather is nice today", "I love green tea"]
+    vectors = await fake_embedder.embed(notes)
+    for i, (note, vector) in enumerate(zip(notes, vectors, strict=True)):
+        await store.add_memory(
+            make_memory(
+                note, seconds=i, embedding=vector.tolist(), embedding_model=fake_embedder.model_id
+            )
+        )
+
+    query = await fake_embedder.embed_one("how do I reset my password")
+    hits = await store.search_memories(
+        agent_id=AGENT, embedding=query.tolist(), embedding_model=fake_embedder.model_id, k=1
+    )
+    assert [h.memory.content.text for h in hits] == ["my password reset failed"]
+
+
+# -- settings ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", [{"a": [1, 2.5, None, "x"]}, ["x"], "text", 42, True])
+async def test_store_settings_round_trip(store: Store, value: Any) -> None:
+    await store.set_setting("k", value)
+    assert await store.get_setting("k") == value
+
+
+async def test_store_settings_overwrite_and_missing(store: Store) -> None:
+    assert await store.get_setting("k") is None
+    await store.set_setting("k", {"v": 1})
+    await store.set_setting("k", {"v": 2})
+    assert await store.get_setting("k") == {"v": 2}
+
+
+# -- lifecycle and schema ----------------------------------------------------------------------
+
+
+async def test_store_data_survives_reopening(store_factory: StoreFactory) -> None:
+    memory = make_memory("remember me", embedding=[0.0, 0.0, 1.0])
+    async with store_factory.new_store() as store:
+        await store.upsert_agent(AgentRecord(id=AGENT, name="Ada", character={}))
+        await store.add_memory(memory)
+        await store.set_setting("k", "v")
+
+    async with store_factory.new_store() as reopened:
+        assert await reopened.get_agent(AGENT) is not None
+        assert await reopened.get_memory(memory.id) is not None
+        assert await reopened.get_setting("k") == "v"
+        hits = await reopened.search_memories(
+            agent_id=AGENT, embedding=[0.0, 0.0, 1.0], embedding_model=MODEL
+        )
+        assert [h.memory.id for h in hits] == [memory.id]
+
+
+async def test_store_records_its_schema_version(store_factory: StoreFactory) -> None:
+    async with store_factory.new_store():
+        pass
+    assert store_factory.stored_schema_version() == store_factory.latest_schema_version
+    async with store_factory.new_store():  # reopening applies nothing twice
+        pass
+    assert store_factory.stored_schema_version() == store_factory.latest_schema_version
+
+
+async def test_store_refuses_a_database_from_a_newer_version(store_factory: StoreFactory) -> None:
+    async with store_factory.new_store():
+        pass
+    store_factory.record_schema_version(store_factory.latest_schema_version + 1)
+
+    with pytest.raises(StoreError, match="newer"):
+        async with store_factory.new_store():
+            pass
+
+
+async def test_store_close_is_safe_twice(store_factory: StoreFactory) -> None:
+    store = store_factory.new_store()
+    await store.open()
+    await store.close()
+    await store.close()
