@@ -19,7 +19,7 @@ from carrier.memory.embedder import Embedder
 from carrier.runtime import AgentRuntime
 from carrier.settings import Settings
 
-__all__ = ["ModelChoice", "choose_model", "open_store", "default_embedder", "build_runtime"]
+__all__ = ["ModelChoice", "build_runtime", "choose_model", "default_embedder", "open_store"]
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +38,9 @@ def _extra_setting(character: Any, name: str) -> Any:
     return extra.get(name)
 
 
-def choose_model(character: Any, settings: Settings, *, embedder: Embedder, environ: Mapping[str, str]) -> ModelChoice:
+def choose_model(
+    character: Any, settings: Settings, *, embedder: Embedder, environ: Mapping[str, str]
+) -> ModelChoice:
     """The character's model if its credentials are there, else ``CARRIER_MODEL`` if its are, else
     the offline provider (which answers from the character's own message examples)."""
     ms = character.model_settings
@@ -55,7 +57,7 @@ def choose_model(character: Any, settings: Settings, *, embedder: Embedder, envi
         if api_key or has_credentials(model, environ, api_base=api_base):
             from carrier.llm.litellm_provider import LiteLLMProvider
 
-            provider = LiteLLMProvider(
+            provider: ModelProvider = LiteLLMProvider(
                 model,
                 fallbacks=ms.model_fallbacks,
                 api_base=api_base,
@@ -70,7 +72,7 @@ def choose_model(character: Any, settings: Settings, *, embedder: Embedder, envi
 
     from carrier.llm.offline import OfflineProvider
 
-    provider = OfflineProvider(
+    offline = OfflineProvider(
         agent_name=character.name,
         examples=example_pairs(character),
         embedder=embedder,
@@ -86,7 +88,7 @@ def choose_model(character: Any, settings: Settings, *, embedder: Embedder, envi
         "Set CARRIER_MODEL (e.g. openai/gpt-4o-mini) and the provider's key, or CARRIER_API_BASE "
         "for a local OpenAI-compatible server, to use a language model."
     )
-    return ModelChoice(provider=provider, description=note, offline=True)
+    return ModelChoice(provider=offline, description=note, offline=True)
 
 
 def _character_key(character: Any, model: str, environ: Mapping[str, str]) -> str | None:

@@ -9,9 +9,13 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+if TYPE_CHECKING:
+    from carrier.character import Character
+    from carrier.settings import Settings
 
 app = typer.Typer(
     name="carrier",
@@ -34,7 +38,14 @@ def _setup_logging(level: str) -> None:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    for noisy in ("httpx", "LiteLLM", "litellm", "sentence_transformers", "transformers", "aiosqlite"):
+    for noisy in (
+        "httpx",
+        "LiteLLM",
+        "litellm",
+        "sentence_transformers",
+        "transformers",
+        "aiosqlite",
+    ):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
@@ -45,7 +56,7 @@ def _quiet_ml() -> None:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 
-def _load_or_exit(path: Path):  # type: ignore[no-untyped-def]
+def _load_or_exit(path: Path) -> Character:
     from carrier.character import load_character
     from carrier.errors import CharacterError
 
@@ -84,7 +95,9 @@ def validate(
 @app.command("import-card")
 def import_card_cmd(
     card: Annotated[Path, typer.Argument(help="A Character Card V2/V3 (.json or .png).")],
-    output: Annotated[Path | None, typer.Option("-o", "--output", help="Where to write (.yaml or .json).")] = None,
+    output: Annotated[
+        Path | None, typer.Option("-o", "--output", help="Where to write (.yaml or .json).")
+    ] = None,
     force: Annotated[bool, typer.Option(help="Overwrite an existing output file.")] = False,
 ) -> None:
     """Convert a Character Card into a Carrier persona file."""
@@ -97,7 +110,10 @@ def import_card_cmd(
         _err(str(exc))
         raise typer.Exit(2) from None
     if output is None:
-        slug = "".join(ch if ch.isalnum() else "-" for ch in character.name.lower()).strip("-") or "character"
+        slug = (
+            "".join(ch if ch.isalnum() else "-" for ch in character.name.lower()).strip("-")
+            or "character"
+        )
         output = Path("characters") / f"{slug}.yaml"
     if output.exists() and not force:
         _err(f"{output} exists; pass --force to overwrite it or -o to choose another file")
@@ -112,7 +128,9 @@ def chat(
     character_path: Annotated[Path, typer.Argument(metavar="CHARACTER", help="A character file.")],
     user: Annotated[str | None, typer.Option(help="Your name in the conversation.")] = None,
     stream: Annotated[bool, typer.Option(help="Show the reply while it is written.")] = True,
-    show_thought: Annotated[bool, typer.Option(help="Also print the agent's private reasoning.")] = False,
+    show_thought: Annotated[
+        bool, typer.Option(help="Also print the agent's private reasoning.")
+    ] = False,
 ) -> None:
     """Talk to a persona in the terminal (reads piped stdin too). Memory persists across runs."""
     _quiet_ml()
@@ -135,7 +153,9 @@ def _login_name() -> str:
         return "user"
 
 
-async def _chat(character, settings, user: str, *, stream: bool, show_thought: bool) -> None:  # type: ignore[no-untyped-def]
+async def _chat(
+    character: Character, settings: Settings, user: str, *, stream: bool, show_thought: bool
+) -> None:
     from carrier.assemble import build_runtime, default_embedder, open_store
     from carrier.types import Author, Channel, Message, RoomKind
 
@@ -143,7 +163,9 @@ async def _chat(character, settings, user: str, *, stream: bool, show_thought: b
     store = await open_store(settings)
     try:
         embedder = default_embedder()
-        runtime, choice = build_runtime(character, settings=settings, store=store, embedder=embedder, environ=os.environ)
+        runtime, choice = build_runtime(
+            character, settings=settings, store=store, embedder=embedder, environ=os.environ
+        )
         _err(f"carrier: {character.name}: {choice.description}")
         await runtime.start()
         author = Author(platform_id=user, name=user)
@@ -204,9 +226,14 @@ def _prompt(label: str) -> str | None:
 @app.command()
 def run(
     characters: Annotated[
-        list[Path] | None, typer.Argument(metavar="[CHARACTER]...", help="Persona files (default: every file in characters/).")
+        list[Path] | None,
+        typer.Argument(
+            metavar="[CHARACTER]...", help="Persona files (default: every file in characters/)."
+        ),
     ] = None,
-    no_api: Annotated[bool, typer.Option("--no-api", help="Do not serve the API and console.")] = False,
+    no_api: Annotated[
+        bool, typer.Option("--no-api", help="Do not serve the API and console.")
+    ] = False,
 ) -> None:
     """The main job: load personas, start each one's clients where credentials exist, and keep
     them running until interrupted (Ctrl-C or SIGTERM)."""
@@ -218,7 +245,11 @@ def run(
     paths = list(characters or [])
     if not paths:
         folder = settings.characters_dir
-        paths = sorted(p for p in folder.glob("*") if p.suffix.lower() in CHARACTER_SUFFIXES) if folder.is_dir() else []
+        paths = (
+            sorted(p for p in folder.glob("*") if p.suffix.lower() in CHARACTER_SUFFIXES)
+            if folder.is_dir()
+            else []
+        )
         if not paths:
             _err(f"no character files in {folder}/; name one: carrier run characters/NAME.yaml")
             raise typer.Exit(1)

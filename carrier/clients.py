@@ -20,7 +20,7 @@ from typing import Any
 
 from carrier.errors import CarrierError
 
-__all__ = ["Client", "ClientUnavailable", "ClientFactory", "discover_clients"]
+__all__ = ["Client", "ClientFactory", "ClientUnavailable", "discover_clients"]
 
 log = logging.getLogger(__name__)
 
@@ -55,5 +55,7 @@ def discover_clients() -> dict[str, ClientFactory]:
         try:
             found[ep.name] = ep.load()
         except Exception as exc:  # a broken adapter must not stop the others
-            log.warning("client %r could not be loaded (%s: %s); skipped", ep.name, type(exc).__name__, exc)
+            log.warning(
+                "client %r could not be loaded (%s: %s); skipped", ep.name, type(exc).__name__, exc
+            )
     return found

@@ -13,16 +13,16 @@ from pathlib import Path
 
 __all__ = [
     "CarrierError",
-    "UserError",
-    "ConfigError",
     "CharacterError",
+    "ClientError",
+    "ConfigError",
     "Problem",
-    "RuntimeFailure",
     "ProviderError",
     "ProviderUnavailable",
+    "RuntimeFailure",
     "StoreError",
-    "ClientError",
     "TurnRejected",
+    "UserError",
 ]
 
 

@@ -16,12 +16,12 @@ if TYPE_CHECKING:
     from carrier.pipeline.base import Hook, HookPoint, Turn
 
 __all__ = [
-    "ActionResult",
     "Action",
-    "Evaluator",
+    "ActionResult",
     "ContextProvider",
-    "ProviderOutput",
+    "Evaluator",
     "Plugin",
+    "ProviderOutput",
     "Registry",
 ]
 

@@ -96,7 +96,9 @@ def template_for(name: str, overrides: Mapping[str, str] | None) -> str:
     try:
         return DEFAULT_TEMPLATES[name]
     except KeyError:
-        raise KeyError(f"unknown template {name!r}; known: {', '.join(DEFAULT_TEMPLATES)}") from None
+        raise KeyError(
+            f"unknown template {name!r}; known: {', '.join(DEFAULT_TEMPLATES)}"
+        ) from None
 
 
 def render(template: str, values: Mapping[str, str]) -> str:

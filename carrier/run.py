@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
@@ -41,7 +42,9 @@ async def run_main(paths: Sequence[Path], *, settings: Settings, serve_api: bool
         except CharacterError as exc:
             _say(f"skipped {path}: {exc}")
     if not characters:
-        _say("no persona could be loaded; fix the files above (carrier validate PATH shows every problem)")
+        _say(
+            "no persona could be loaded; fix the files above (carrier validate PATH shows every problem)"
+        )
         return 1
 
     store = await open_store(settings)
@@ -51,7 +54,9 @@ async def run_main(paths: Sequence[Path], *, settings: Settings, serve_api: bool
         embedder = default_embedder()
         factories = discover_clients()
         for character in characters:
-            runtime, choice = build_runtime(character, settings=settings, store=store, embedder=embedder, environ=os.environ)
+            runtime, choice = build_runtime(
+                character, settings=settings, store=store, embedder=embedder, environ=os.environ
+            )
             interrupted = await runtime.start()
             runtimes.append(runtime)
             _say(f"{character.name} ({runtime.agent_id}): {choice.description}")
@@ -74,7 +79,9 @@ async def run_main(paths: Sequence[Path], *, settings: Settings, serve_api: bool
                 clients.append(client)
                 _say(f"  started {name}")
         if serve_api:
-            _say("the agent API and web console are not part of this version yet; use --no-api to silence this")
+            _say(
+                "the agent API and web console are not part of this version yet; use --no-api to silence this"
+            )
         if not clients:
             _say(
                 "nothing left to run: no client started. Set the platform credentials named above, "
@@ -99,8 +106,8 @@ async def _wait_for_stop() -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
+        with contextlib.suppress(
+            NotImplementedError, RuntimeError
+        ):  # not on Windows / not main thread
             loop.add_signal_handler(sig, stop.set)
-        except (NotImplementedError, RuntimeError):
-            pass
     await stop.wait()

@@ -1,8 +1,8 @@
 """AgentRuntime: one agent (one character) running turns through the five-stage pipeline.
 
-    runtime = AgentRuntime(character=c, store=store, embedder=embedder, model=model)
-    await runtime.start()
-    result = await runtime.handle(message)
+runtime = AgentRuntime(character=c, store=store, embedder=embedder, model=model)
+await runtime.start()
+result = await runtime.handle(message)
 """
 
 from __future__ import annotations
@@ -29,7 +29,16 @@ from carrier.pipeline.message import MessageManager
 from carrier.pipeline.state import StateComposer
 from carrier.plugins import Plugin, Registry
 from carrier.prompts import render, template_for
-from carrier.types import AgentRecord, Author, Memory, MemoryKind, MemoryStatus, Message, Usage, utcnow
+from carrier.types import (
+    AgentRecord,
+    Author,
+    Memory,
+    MemoryKind,
+    MemoryStatus,
+    Message,
+    Usage,
+    utcnow,
+)
 
 __all__ = ["AgentRuntime", "TurnResult"]
 
@@ -58,7 +67,7 @@ class TurnResult:
 
 
 class _RoomSlot:
-    __slots__ = ("lock", "latest", "users")
+    __slots__ = ("latest", "lock", "users")
 
     def __init__(self) -> None:
         self.lock = asyncio.Lock()
@@ -160,14 +169,22 @@ class AgentRuntime:
         )
         for memory in stale:
             await self.store.set_memory_status(
-                memory.id, MemoryStatus.FAILED, error="interrupted: the process stopped during this turn"
+                memory.id,
+                MemoryStatus.FAILED,
+                error="interrupted: the process stopped during this turn",
             )
         if stale:
-            log.warning("%s: %d message(s) were interrupted by a previous stop; marked failed", self.character.name, len(stale))
+            log.warning(
+                "%s: %d message(s) were interrupted by a previous stop; marked failed",
+                self.character.name,
+                len(stale),
+            )
         return len(stale)
 
     # -- turns ----------------------------------------------------------------------------------
-    async def handle(self, message: Message, *, on_chunk: ChunkCallback | None = None) -> TurnResult:
+    async def handle(
+        self, message: Message, *, on_chunk: ChunkCallback | None = None
+    ) -> TurnResult:
         """Run one inbound message through the pipeline and return what to send.
 
         The message is stored before anything else. One turn runs at a time per room; a message
@@ -184,7 +201,9 @@ class AgentRuntime:
         try:
             async with slot.lock:
                 if slot.latest != inbound.id:
-                    turn.end("superseded by a newer message in the room", status=MemoryStatus.SUPERSEDED)
+                    turn.end(
+                        "superseded by a newer message in the room", status=MemoryStatus.SUPERSEDED
+                    )
                     await self.store.set_memory_status(inbound.id, MemoryStatus.SUPERSEDED)
                     return self._result(turn)
                 try:
@@ -195,7 +214,9 @@ class AgentRuntime:
                     await self.closer.process(turn)
                 except Exception as exc:
                     log.exception("%s: turn failed for message %s", self.character.name, inbound.id)
-                    await self.store.set_memory_status(inbound.id, MemoryStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
+                    await self.store.set_memory_status(
+                        inbound.id, MemoryStatus.FAILED, error=f"{type(exc).__name__}: {exc}"
+                    )
                     raise
         finally:
             slot.users -= 1
@@ -224,7 +245,9 @@ class AgentRuntime:
         values["responseFormat"] = format_instructions(turn.state.actions)
         sent = "\n".join(f"{self.character.name}: {t}" for t in previous)
         prompt = render(template_for("messageHandlerTemplate", self.character.templates), values)
-        follow = render(template_for("continueMessageHandlerTemplate", self.character.templates), values)
+        follow = render(
+            template_for("continueMessageHandlerTemplate", self.character.templates), values
+        )
         request = ModelRequest(
             messages=[
                 ChatMessage(role="user", content=prompt),

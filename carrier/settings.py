@@ -55,7 +55,9 @@ class Settings(BaseSettings):
         return self.data_dir / "carrier.db"
 
 
-def load_settings(environ: Mapping[str, str] | None = None, *, env_file: str | None = ".env") -> Settings:
+def load_settings(
+    environ: Mapping[str, str] | None = None, *, env_file: str | None = ".env"
+) -> Settings:
     """Build settings from an explicit environment mapping (tests) or the process environment.
 
     With ``environ`` given, only that mapping is read (no ``.env``), so tests never touch the real

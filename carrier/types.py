@@ -15,24 +15,24 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
-    "stable_id",
-    "new_id",
-    "utcnow",
-    "MemoryKind",
-    "MemoryStatus",
-    "RoomKind",
-    "RoomState",
-    "Attachment",
-    "Content",
-    "Memory",
-    "ScoredMemory",
-    "Room",
-    "Entity",
     "AgentRecord",
+    "Attachment",
     "Author",
     "Channel",
+    "Content",
+    "Entity",
+    "Memory",
+    "MemoryKind",
+    "MemoryStatus",
     "Message",
+    "Room",
+    "RoomKind",
+    "RoomState",
+    "ScoredMemory",
     "Usage",
+    "new_id",
+    "stable_id",
+    "utcnow",
 ]
 
 _NAMESPACE = uuid.UUID("6f1c2a0e-7d4b-5c1e-9a43-2b8f0c6d1e57")

@@ -10,7 +10,7 @@ from carrier.pipeline.base import Turn
 from carrier.plugins import Action, ActionResult
 from carrier.types import RoomKind, RoomState
 
-__all__ = ["builtin_actions", "MAX_CONTINUES"]
+__all__ = ["MAX_CONTINUES", "builtin_actions"]
 
 MAX_CONTINUES = 2
 """How many extra messages CONTINUE may add in one turn (ElizaOS bounds it too)."""
@@ -41,7 +41,13 @@ def _in_group_room(turn: Turn) -> bool:
     return turn.room is not None and turn.room.kind in (RoomKind.GROUP, RoomKind.THREAD)
 
 
-def _room_state_action(name: str, target: RoomState | None, when: RoomState | None, description: str, similes: tuple[str, ...]) -> Action:
+def _room_state_action(
+    name: str,
+    target: RoomState | None,
+    when: RoomState | None,
+    description: str,
+    similes: tuple[str, ...],
+) -> Action:
     async def validate(turn: Turn) -> bool:
         if not _in_group_room(turn):
             return False
@@ -54,9 +60,13 @@ def _room_state_action(name: str, target: RoomState | None, when: RoomState | No
     async def handler(turn: Turn) -> ActionResult:
         assert turn.room is not None
         await turn.runtime.store.set_room_state(turn.runtime.agent_id, turn.room.id, target)
-        return ActionResult(action=name, data={"room_id": turn.room.id, "state": target.value if target else None})
+        return ActionResult(
+            action=name, data={"room_id": turn.room.id, "state": target.value if target else None}
+        )
 
-    return Action(name=name, description=description, handler=handler, validate=validate, similes=similes)
+    return Action(
+        name=name, description=description, handler=handler, validate=validate, similes=similes
+    )
 
 
 def builtin_actions() -> list[Action]:

@@ -13,7 +13,7 @@ from carrier.plugins import Evaluator
 from carrier.prompts import render, template_for
 from carrier.types import Content, Memory, MemoryKind, MemoryStatus
 
-__all__ = ["FactExtractor", "DUPLICATE_FACT_SCORE"]
+__all__ = ["DUPLICATE_FACT_SCORE", "FactExtractor"]
 
 log = logging.getLogger(__name__)
 
@@ -50,9 +50,14 @@ class FactExtractor:
         if rt.model.offline:
             return  # no model to read the conversation with
         recent = await rt.store.get_memories(
-            agent_id=rt.agent_id, room_id=turn.room.id, kinds=[MemoryKind.MESSAGE], limit=self.interval * 3
+            agent_id=rt.agent_id,
+            room_id=turn.room.id,
+            kinds=[MemoryKind.MESSAGE],
+            limit=self.interval * 3,
         )
-        known = await rt.store.get_memories(agent_id=rt.agent_id, room_id=turn.room.id, kinds=[MemoryKind.FACT], limit=30)
+        known = await rt.store.get_memories(
+            agent_id=rt.agent_id, room_id=turn.room.id, kinds=[MemoryKind.FACT], limit=30
+        )
         prompt = render(
             template_for("factExtractionTemplate", rt.character.templates),
             {
@@ -62,7 +67,11 @@ class FactExtractor:
             },
         )
         result = await rt.model.generate(
-            ModelRequest(messages=[ChatMessage(role="user", content=prompt)], purpose="facts", temperature=0.0)
+            ModelRequest(
+                messages=[ChatMessage(role="user", content=prompt)],
+                purpose="facts",
+                temperature=0.0,
+            )
         )
         turn.usage.add(result.usage)
         claims = parse_json_list(result.text)
@@ -96,7 +105,10 @@ class FactExtractor:
                 content=Content(
                     text=claim,
                     source="facts",
-                    metadata={"type": str(item.get("type") or "fact"), "from_message": turn.inbound.id if turn.inbound else None},
+                    metadata={
+                        "type": str(item.get("type") or "fact"),
+                        "from_message": turn.inbound.id if turn.inbound else None,
+                    },
                 ),
                 embedding=vector.tolist(),
                 embedding_model=rt.embedder.model_id,

@@ -10,7 +10,7 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["sample_persona", "example_pairs", "speaker_of", "text_of"]
+__all__ = ["example_pairs", "sample_persona", "speaker_of", "text_of"]
 
 BIO_LINES = 5
 LORE_LINES = 8
@@ -43,7 +43,9 @@ def _is_agent(speaker: str, agent_name: str) -> bool:
     return speaker == agent_name or speaker in ("{{agentName}}", "{{agent}}", "{{char}}")
 
 
-def format_conversation(conversation: Sequence[Any], agent_name: str, user_names: Sequence[str]) -> str:
+def format_conversation(
+    conversation: Sequence[Any], agent_name: str, user_names: Sequence[str]
+) -> str:
     """One example conversation as ``Name: text`` lines, placeholders replaced by sample names."""
     lines = []
     for ex in conversation:
@@ -69,8 +71,10 @@ def sample_persona(character: Any, rng: random.Random) -> dict[str, str]:
     style = getattr(character, "style", None)
     style_lines = list(getattr(style, "all", []) or []) + list(getattr(style, "chat", []) or [])
     conversations = list(getattr(character, "message_examples", []) or [])
-    chosen = conversations if len(conversations) <= EXAMPLE_CONVERSATIONS else rng.sample(
-        conversations, EXAMPLE_CONVERSATIONS
+    chosen = (
+        conversations
+        if len(conversations) <= EXAMPLE_CONVERSATIONS
+        else rng.sample(conversations, EXAMPLE_CONVERSATIONS)
     )
     users = list(_SAMPLE_USERS)
     rng.shuffle(users)

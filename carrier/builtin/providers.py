@@ -15,7 +15,9 @@ KNOWLEDGE_FRAGMENTS = 4
 
 async def _time(turn: Turn) -> ProviderOutput:
     now = utcnow()
-    return ProviderOutput(values={"time": f"The current date and time is {now:%A %Y-%m-%d %H:%M} UTC."})
+    return ProviderOutput(
+        values={"time": f"The current date and time is {now:%A %Y-%m-%d %H:%M} UTC."}
+    )
 
 
 _ROOM_WORDS = {
@@ -34,7 +36,9 @@ async def _room(turn: Turn) -> ProviderOutput:
     where = _ROOM_WORDS.get(room.kind, "a conversation")
     name = f" named {room.name!r}" if room.name else ""
     return ProviderOutput(
-        values={"room": f"You are on {room.platform}, in {where}{name}. You are talking with {turn.message.author.name}."}
+        values={
+            "room": f"You are on {room.platform}, in {where}{name}. You are talking with {turn.message.author.name}."
+        }
     )
 
 
@@ -42,7 +46,11 @@ async def _lorebook(turn: Turn) -> ProviderOutput:
     entries = list(getattr(turn.runtime.character, "lorebook", []) or [])
     if not entries:
         return ProviderOutput()
-    window = " ".join(m.content.text for m in (turn.state.recent[-4:] if turn.state else [])) + " " + turn.text
+    window = (
+        " ".join(m.content.text for m in (turn.state.recent[-4:] if turn.state else []))
+        + " "
+        + turn.text
+    )
     hits = []
     for entry in entries:
         if not getattr(entry, "enabled", True):

@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 
 from carrier.types import Usage
 
-__all__ = ["ChatMessage", "ModelRequest", "ModelResult", "ModelProvider"]
+__all__ = ["ChatMessage", "ModelProvider", "ModelRequest", "ModelResult"]
 
 Purpose = Literal["response", "should_respond", "facts", "summary", "caption", "other"]
 
@@ -73,5 +73,5 @@ class ModelProvider(ABC):
 
     last_result: ModelResult | None = None
 
-    async def aclose(self) -> None:
+    async def aclose(self) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Release resources (HTTP sessions). Safe to call twice."""

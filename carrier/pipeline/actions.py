@@ -10,7 +10,7 @@ from carrier.pipeline.base import HookPoint, Turn, run_hooks
 from carrier.plugins import ActionResult
 from carrier.types import Content, MemoryStatus
 
-__all__ = ["ActionManager", "SILENT_ACTIONS"]
+__all__ = ["SILENT_ACTIONS", "ActionManager"]
 
 log = logging.getLogger(__name__)
 
@@ -37,18 +37,28 @@ class ActionManager:
                 log.info("model chose unknown action %r; ignored", name)
                 continue
             if action.name not in available:
-                results.append(ActionResult(action=action.name, ok=False, error="not available in this turn"))
+                results.append(
+                    ActionResult(action=action.name, ok=False, error="not available in this turn")
+                )
                 continue
             turn.current_action = action.name
-            hook = await run_hooks(rt.registry.hooks_for(HookPoint.BEFORE_ACTION), HookPoint.BEFORE_ACTION, turn)
+            hook = await run_hooks(
+                rt.registry.hooks_for(HookPoint.BEFORE_ACTION), HookPoint.BEFORE_ACTION, turn
+            )
             if hook.action == "reject":
-                results.append(ActionResult(action=action.name, ok=False, error=f"rejected by hook: {hook.reason}"))
+                results.append(
+                    ActionResult(
+                        action=action.name, ok=False, error=f"rejected by hook: {hook.reason}"
+                    )
+                )
                 continue
             try:
                 result = await action.handler(turn)
             except Exception as exc:
                 log.exception("action %s failed", action.name)
-                result = ActionResult(action=action.name, ok=False, error=f"{type(exc).__name__}: {exc}")
+                result = ActionResult(
+                    action=action.name, ok=False, error=f"{type(exc).__name__}: {exc}"
+                )
             results.append(result)
             silent = silent or action.name in SILENT_ACTIONS
         turn.current_action = None

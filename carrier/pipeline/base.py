@@ -14,18 +14,18 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
 
-from carrier.types import Content, Entity, Memory, Message, MemoryStatus, Room, Usage
+from carrier.types import Content, Entity, Memory, MemoryStatus, Message, Room, Usage
 
 if TYPE_CHECKING:
     from carrier.runtime import AgentRuntime
 
 __all__ = [
+    "ChunkCallback",
+    "Hook",
     "HookPoint",
     "HookResult",
-    "Hook",
-    "Turn",
     "Stage",
-    "ChunkCallback",
+    "Turn",
     "run_hooks",
 ]
 
@@ -136,12 +136,16 @@ async def run_hooks(hooks: list[Hook], point: HookPoint, turn: Turn) -> HookResu
         if result is None or result.action == "pass":
             continue
         if result.action == "reject":
-            log.info("hook %r rejected at %s: %s", getattr(hook, "__name__", hook), point, result.reason)
+            log.info(
+                "hook %r rejected at %s: %s", getattr(hook, "__name__", hook), point, result.reason
+            )
             return result
         if result.action == "modify":
             final = result
             if point is HookPoint.BEFORE_INBOUND and result.text is not None:
                 turn.text = result.text
         else:
-            raise ValueError(f"hook returned unknown action {result.action!r}; use HookResult.ok/modify/reject")
+            raise ValueError(
+                f"hook returned unknown action {result.action!r}; use HookResult.ok/modify/reject"
+            )
     return final

@@ -68,7 +68,9 @@ class Generator:
         values["responseFormat"] = format_instructions(state.actions)
         prompt = render(template_for("messageHandlerTemplate", rt.character.templates), values)
         turn.prompt = [ChatMessage(role="user", content=prompt)]
-        hook = await run_hooks(rt.registry.hooks_for(HookPoint.BEFORE_GENERATE), HookPoint.BEFORE_GENERATE, turn)
+        hook = await run_hooks(
+            rt.registry.hooks_for(HookPoint.BEFORE_GENERATE), HookPoint.BEFORE_GENERATE, turn
+        )
         if hook.action == "reject":
             turn.end(f"rejected by hook: {hook.reason}")
             return
@@ -95,7 +97,10 @@ class Generator:
             "streamed": turn.on_chunk is not None,
         }
         if not parsed.ok:
-            turn.end(f"the model's answer could not be understood: {parsed.problem}", status=MemoryStatus.FAILED)
+            turn.end(
+                f"the model's answer could not be understood: {parsed.problem}",
+                status=MemoryStatus.FAILED,
+            )
 
     async def complete(
         self, turn: Turn, request: ModelRequest, *, stream: bool
@@ -111,7 +116,9 @@ class Generator:
                 if out:
                     await turn.on_chunk(out)
             result = rt.model.last_result or ModelResult(text="".join(pieces), model=rt.model.name)
-            turn.trace["streamed_text"] = extractor.buffer[: extractor.emitted] if extractor.started else ""
+            turn.trace["streamed_text"] = (
+                extractor.buffer[: extractor.emitted] if extractor.started else ""
+            )
         else:
             result = await rt.model.generate(request)
         turn.usage.add(result.usage)
@@ -154,4 +161,8 @@ class Generator:
             and m.id != turn.inbound.id
             and m.created_at < rt.started_at
         ]
-        return {"sender_name": turn.message.author.name, "recalled": recalled, "agent_name": rt.character.name}
+        return {
+            "sender_name": turn.message.author.name,
+            "recalled": recalled,
+            "agent_name": rt.character.name,
+        }

@@ -21,6 +21,7 @@ from carrier.types import (
     MemoryStatus,
     Room,
     RoomState,
+    new_id,
     stable_id,
 )
 
@@ -78,7 +79,7 @@ class MessageManager:
         if msg.platform_message_id:
             metadata["platform_message_id"] = msg.platform_message_id
         memory = Memory(
-            **({"id": memory_id} if memory_id else {}),
+            id=memory_id or new_id(),
             agent_id=rt.agent_id,
             room_id=room_id,
             entity_id=entity_id,
@@ -104,7 +105,9 @@ class MessageManager:
             turn.end(f"already {turn.inbound.status.value}", status=turn.inbound.status)
             return
 
-        hook = await run_hooks(rt.registry.hooks_for(HookPoint.BEFORE_INBOUND), HookPoint.BEFORE_INBOUND, turn)
+        hook = await run_hooks(
+            rt.registry.hooks_for(HookPoint.BEFORE_INBOUND), HookPoint.BEFORE_INBOUND, turn
+        )
         if hook.action == "reject":
             turn.end(f"rejected by hook: {hook.reason}")
             return
@@ -160,7 +163,8 @@ class MessageManager:
         # The cheap model decision: a short prompt, a one-word answer.
         recent = await rt.store.get_memories(agent_id=rt.agent_id, room_id=turn.room.id, limit=8)
         lines = "\n".join(
-            f"{m.content.metadata.get('speaker', 'someone')}: {m.content.text}" for m in reversed(recent)
+            f"{m.content.metadata.get('speaker', 'someone')}: {m.content.text}"
+            for m in reversed(recent)
         )
         character = rt.character
         prompt = render(

@@ -62,7 +62,9 @@ class StateComposer:
 
     name = "state"
 
-    def __init__(self, *, recent_messages: int = 20, recall_k: int = 6, min_recall_score: float = 0.35) -> None:
+    def __init__(
+        self, *, recent_messages: int = 20, recall_k: int = 6, min_recall_score: float = 0.35
+    ) -> None:
         self.recent_messages = recent_messages
         self.recall_k = recall_k
         self.min_recall_score = min_recall_score
@@ -74,7 +76,10 @@ class StateComposer:
         rng = random.Random(seed)
 
         recent_newest_first = await rt.store.get_memories(
-            agent_id=rt.agent_id, room_id=turn.room.id, kinds=[MemoryKind.MESSAGE], limit=self.recent_messages
+            agent_id=rt.agent_id,
+            room_id=turn.room.id,
+            kinds=[MemoryKind.MESSAGE],
+            limit=self.recent_messages,
         )
         recent = list(reversed(recent_newest_first))
         if all(m.id != turn.inbound.id for m in recent):
@@ -127,11 +132,15 @@ class StateComposer:
         )
 
         providers = sorted(rt.registry.providers.values(), key=lambda p: p.position)
-        outputs = await asyncio.gather(*(p.provide(turn) for p in providers), return_exceptions=True)
+        outputs = await asyncio.gather(
+            *(p.provide(turn) for p in providers), return_exceptions=True
+        )
         extra = []
         for provider, output in zip(providers, outputs, strict=True):
             if isinstance(output, BaseException):
-                log.warning("context provider %s failed: %r; its section is left out", provider.name, output)
+                log.warning(
+                    "context provider %s failed: %r; its section is left out", provider.name, output
+                )
                 continue
             values.update(output.values)
             if output.text:

@@ -72,6 +72,12 @@ async def store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
 def make_runtime(character: Character, store: SQLiteStore) -> Callable[..., AgentRuntime]:
     def make(model: ModelProvider, **kw: Any) -> AgentRuntime:
         kw.setdefault("seed", 7)
-        return AgentRuntime(character=kw.pop("character", character), store=store, embedder=HashEmbedder(), model=model, **kw)
+        return AgentRuntime(
+            character=kw.pop("character", character),
+            store=store,
+            embedder=HashEmbedder(),
+            model=model,
+            **kw,
+        )
 
     return make

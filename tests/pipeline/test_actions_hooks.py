@@ -36,7 +36,9 @@ async def test_action_room_actions_not_available_in_dms(make_runtime) -> None:
     model = ScriptedModel([xml("ok", actions="MUTE_ROOM")])
     result = await make_runtime(model).handle(dm("be quiet"))
     assert "MUTE_ROOM" not in result.trace["state"]["actions"]
-    assert result.actions == [{"action": "MUTE_ROOM", "ok": False, "error": "not available in this turn", "data": {}}]
+    assert result.actions == [
+        {"action": "MUTE_ROOM", "ok": False, "error": "not available in this turn", "data": {}}
+    ]
     assert [m.content.text for m in result.replies] == ["ok"]
 
 
@@ -44,7 +46,9 @@ async def test_action_continue_is_bounded(make_runtime) -> None:
     answers = iter(f"part {i}" for i in range(10))
     model = FunctionModel(lambda r: xml(next(answers), actions="CONTINUE"))
     result = await make_runtime(model).handle(dm("tell me a long story"))
-    assert [m.content.text for m in result.replies] == [f"part {i}" for i in range(1 + MAX_CONTINUES)]
+    assert [m.content.text for m in result.replies] == [
+        f"part {i}" for i in range(1 + MAX_CONTINUES)
+    ]
 
 
 async def test_action_unknown_is_recorded_and_reply_still_sent(make_runtime) -> None:
@@ -58,11 +62,17 @@ async def test_hook_before_inbound_reject_ends_turn(make_runtime, store) -> None
         return HookResult.reject("spam") if "spam" in turn.text else None
 
     model = ScriptedModel([])
-    runtime = make_runtime(model, plugins=[Plugin(name="mod", hooks=[(HookPoint.BEFORE_INBOUND, block)])])
+    runtime = make_runtime(
+        model, plugins=[Plugin(name="mod", hooks=[(HookPoint.BEFORE_INBOUND, block)])]
+    )
     result = await runtime.handle(dm("spam spam"))
     assert result.reason == "rejected by hook: spam" and model.requests == []
     memory = await store.get_memory(result.inbound_id)
-    assert memory is not None and memory.status is MemoryStatus.IGNORED and memory.content.text == "spam spam"
+    assert (
+        memory is not None
+        and memory.status is MemoryStatus.IGNORED
+        and memory.content.text == "spam spam"
+    )
 
 
 async def test_hook_modify_points_change_text(make_runtime) -> None:
@@ -82,7 +92,13 @@ async def test_hook_modify_points_change_text(make_runtime) -> None:
     result = await make_runtime(model, plugins=[plugin]).handle(dm("darn it"))
     assert "Ana: **** it" in str(model.requests[0].messages[0].content)
     assert [m.content.text for m in result.replies] == ["hey everyone look"]
-    assert seen == ["before_inbound", "before_generate", "before_action", "before_outbound", "on_turn_end"]
+    assert seen == [
+        "before_inbound",
+        "before_generate",
+        "before_action",
+        "before_outbound",
+        "on_turn_end",
+    ]
 
 
 async def test_hook_before_outbound_reject_drops_reply(make_runtime) -> None:
@@ -90,7 +106,9 @@ async def test_hook_before_outbound_reject_drops_reply(make_runtime) -> None:
         return HookResult.reject("unsafe")
 
     plugin = Plugin(name="safety", hooks=[(HookPoint.BEFORE_OUTBOUND, hook)])
-    result = await make_runtime(ScriptedModel([xml("bad words")]), plugins=[plugin]).handle(dm("hi"))
+    result = await make_runtime(ScriptedModel([xml("bad words")]), plugins=[plugin]).handle(
+        dm("hi")
+    )
     assert result.replies == [] and result.status is MemoryStatus.PROCESSED
 
 
@@ -122,7 +140,9 @@ async def test_plugin_registers_all_or_nothing_and_unloads(make_runtime) -> None
     assert runtime.registry.find_action("FRESH") is None  # nothing of it was added
 
     runtime.registry.unregister("fun")
-    assert runtime.registry.find_action("WAVE") is None and "weather" not in runtime.registry.providers
+    assert (
+        runtime.registry.find_action("WAVE") is None and "weather" not in runtime.registry.providers
+    )
 
 
 async def test_fact_extraction_stores_facts_once(make_runtime, store) -> None:
@@ -135,7 +155,9 @@ async def test_fact_extraction_stores_facts_once(make_runtime, store) -> None:
     for text in ("hi", "I am making a roguelike", "it has pixel art", "and a dog"):
         await runtime.handle(dm(text))
     facts = await store.get_memories(agent_id=runtime.agent_id, kinds=[MemoryKind.FACT])
-    assert [f.content.text for f in facts] == ["Ana works on a roguelike"]  # second extraction deduplicated
+    assert [f.content.text for f in facts] == [
+        "Ana works on a roguelike"
+    ]  # second extraction deduplicated
     entity = await store.get_entity(facts[0].entity_id)
     assert entity is not None and "Ana" in entity.names
     result = await runtime.handle(dm("what do you know about me?"))

@@ -31,7 +31,9 @@ async def test_runtime_turn_runs_all_five_stages(make_runtime, store) -> None:
     state = result.trace["state"]
     assert state["recent"] == 1
     assert "REPLY" in state["actions"] and "IGNORE" in state["actions"]
-    assert set(state["sections"]) == set()  # built-in providers fill template values, not extra sections
+    assert (
+        set(state["sections"]) == set()
+    )  # built-in providers fill template values, not extra sections
     # 3 generation: the prompt carries the persona and the message; the answer was parsed
     prompt = model.requests[0].messages[0].content
     assert isinstance(prompt, str)
@@ -41,7 +43,9 @@ async def test_runtime_turn_runs_all_five_stages(make_runtime, store) -> None:
     assert result.trace["generate"]["thought"] == "a newcomer says hi"
     assert result.trace["generate"]["actions"] == ["REPLY"]
     # 4 actions: REPLY ran, one outbound message
-    assert result.trace["actions"]["results"] == [{"action": "REPLY", "ok": True, "error": None, "data": {}}]
+    assert result.trace["actions"]["results"] == [
+        {"action": "REPLY", "ok": True, "error": None, "data": {}}
+    ]
     assert result.trace["actions"]["outbound"] == ["Ahoy Ana! Welcome aboard."]
     # 5 evaluator: reply stored once, linked to the inbound, inbound processed
     assert result.status is MemoryStatus.PROCESSED
@@ -71,10 +75,14 @@ async def test_runtime_turn_killed_midway_keeps_the_message(make_runtime, store,
         await task
 
     stored = await store.get_memories(agent_id=runtime.agent_id)
-    assert [(m.content.text, m.status) for m in stored] == [("please remember this", MemoryStatus.RECEIVED)]
+    assert [(m.content.text, m.status) for m in stored] == [
+        ("please remember this", MemoryStatus.RECEIVED)
+    ]
 
     # After a restart the interrupted message is visible as failed, with the reason.
-    restarted = AgentRuntime(character=character, store=store, embedder=runtime.embedder, model=ScriptedModel([]))
+    restarted = AgentRuntime(
+        character=character, store=store, embedder=runtime.embedder, model=ScriptedModel([])
+    )
     assert await restarted.start() == 1
     memory = await store.get_memory(stored[0].id)
     assert memory is not None and memory.status is MemoryStatus.FAILED
@@ -125,7 +133,9 @@ async def test_runtime_turn_unrepairable_output_fails_clearly(make_runtime, stor
 
 
 async def test_runtime_turn_streams_only_the_reply_text(make_runtime) -> None:
-    model = FunctionModel(lambda r: xml("Streaming works fine.", thought="secret plan"), chunk_size=3)
+    model = FunctionModel(
+        lambda r: xml("Streaming works fine.", thought="secret plan"), chunk_size=3
+    )
     runtime = make_runtime(model)
     pieces: list[str] = []
 
@@ -161,7 +171,9 @@ async def test_runtime_turn_recalls_older_memories_semantically(make_runtime, st
     assert "Earlier conversations you remember" in str(model.requests[-1].messages[0].content)
 
 
-async def test_runtime_turn_messages_of_other_agents_are_not_recalled(make_runtime, store, character) -> None:
+async def test_runtime_turn_messages_of_other_agents_are_not_recalled(
+    make_runtime, store, character
+) -> None:
     other = character.model_copy(update={"name": "Other"})
     model = FunctionModel(lambda r: xml("ok"))
     rt_other = make_runtime(model, character=other)

@@ -1,0 +1,187 @@
+"""Pipeline overhead per message: everything but the language model.
+
+A fake model answers instantly; the embedder is the real all-MiniLM-L6-v2; the store is a real
+SQLite file, prefilled with ``--prefill`` memories embedded by the real model (cached on disk under
+bench/.cache so reruns are fast). Prints p50/p95 per message and their ratio to one embedding call
+(the unavoidable work of a turn), plus the reference cost of one exact recall at the prefill size.
+
+    .venv/bin/python bench/pipeline.py --messages 300 --prefill 2000
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from carrier.character import load_character
+from carrier.llm.fake import FunctionModel
+from carrier.memory.sentence import SentenceTransformerEmbedder
+from carrier.memory.sqlite import SQLiteStore
+from carrier.runtime import AgentRuntime
+from carrier.types import Author, Channel, Content, Memory, MemoryKind, Message, RoomKind, stable_id
+
+CACHE = Path(__file__).resolve().parent / ".cache"
+SUBJECTS = [
+    "the shader",
+    "my sprite sheet",
+    "the jam theme",
+    "our level editor",
+    "the boss fight",
+    "pixel fonts",
+    "the physics step",
+    "a save system",
+    "the soundtrack",
+    "the tilemap",
+    "netcode",
+    "the trailer",
+]
+VERBS = [
+    "keeps breaking",
+    "looks great",
+    "needs feedback",
+    "is finally done",
+    "runs at 12 fps",
+    "confuses players",
+    "was rewritten",
+    "needs a name",
+    "crashes on load",
+    "feels too slow",
+]
+TAILS = [
+    "any ideas?",
+    "what do you think?",
+    "lol",
+    "since yesterday",
+    "on linux only",
+    "after the last patch",
+    "for the jam",
+    "in godot",
+    "with the new palette",
+    "and I love it",
+]
+
+
+def sentences(n: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    return [
+        f"{rng.choice(SUBJECTS)} {rng.choice(VERBS)} {rng.choice(TAILS)} #{i}" for i in range(n)
+    ]
+
+
+def pct(values: list[float], q: float) -> float:
+    return float(np.percentile(np.array(values), q))
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--messages", type=int, default=300)
+    parser.add_argument("--prefill", type=int, default=2000)
+    parser.add_argument("--rooms", type=int, default=10)
+    parser.add_argument("--character", default="characters/harbor.yaml")
+    args = parser.parse_args()
+
+    character = load_character(args.character)
+    embedder = SentenceTransformerEmbedder()
+    await embedder.embed(["warm up"])
+
+    with tempfile.TemporaryDirectory() as tmp:
+        store = SQLiteStore(path=Path(tmp) / "bench.db")
+        await store.open()
+        runtime = AgentRuntime(
+            character=character,
+            store=store,
+            embedder=embedder,
+            model=FunctionModel(
+                lambda r: (
+                    "<response><thought>t</thought><actions>REPLY</actions><text>ok!</text></response>"
+                )
+            ),
+            seed=1,
+        )
+        if args.prefill:
+            CACHE.mkdir(exist_ok=True)
+            cached = CACHE / f"prefill-{args.prefill}.npy"
+            texts = sentences(args.prefill, seed=42)
+            if cached.exists():
+                vectors = np.load(cached)
+            else:
+                t = time.perf_counter()
+                vectors = await embedder.embed(texts)
+                np.save(cached, vectors)
+                print(
+                    f"embedded {args.prefill} prefill texts in {time.perf_counter() - t:.1f}s (cached for reruns)"
+                )
+            t = time.perf_counter()
+            for i, (text, vec) in enumerate(zip(texts, vectors, strict=True)):
+                room = stable_id("bench-room", str(i % 50))
+                await store.add_memory(
+                    Memory(
+                        agent_id=runtime.agent_id,
+                        room_id=room,
+                        entity_id=stable_id("bench-user", str(i % 200)),
+                        kind=MemoryKind.MESSAGE,
+                        content=Content(text=text, metadata={"speaker": f"user{i % 200}"}),
+                        embedding=vec.tolist(),
+                        embedding_model=embedder.model_id,
+                    )
+                )
+            print(f"prefilled {args.prefill} memories in {time.perf_counter() - t:.1f}s")
+
+        queries = sentences(args.messages, seed=7)
+        # The unavoidable work: one embedding of a new text, and one exact recall over the store.
+        embed_times, recall_times = [], []
+        for q in sentences(50, seed=99):
+            t = time.perf_counter()
+            vec = await embedder.embed_one(q + " (fresh)")
+            embed_times.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            await store.search_memories(
+                agent_id=runtime.agent_id,
+                embedding=vec.tolist(),
+                embedding_model=embedder.model_id,
+                k=6,
+            )
+            recall_times.append(time.perf_counter() - t)
+
+        times = []
+        for i, q in enumerate(queries):
+            msg = Message(
+                platform="bench",
+                author=Author(platform_id=f"u{i % 25}", name=f"user{i % 25}"),
+                channel=Channel(platform_id=f"c{i % args.rooms}", kind=RoomKind.DM),
+                text=q,
+            )
+            t = time.perf_counter()
+            await runtime.handle(msg)
+            times.append(time.perf_counter() - t)
+        await store.close()
+
+    ms = [t * 1000 for t in times]
+    e_ms = statistics.median(embed_times) * 1000
+    r_ms = statistics.median(recall_times) * 1000
+    print(f"messages: {args.messages}  prefill: {args.prefill}  rooms: {args.rooms}")
+    print(f"one embedding call: p50 {e_ms:.2f} ms   one exact recall: p50 {r_ms:.2f} ms")
+    print(f"pipeline overhead per message: p50 {pct(ms, 50):.2f} ms   p95 {pct(ms, 95):.2f} ms")
+    print(
+        f"ratio to one embedding call: p50 {pct(ms, 50) / e_ms:.2f}x   p95 {pct(ms, 95) / e_ms:.2f}x"
+    )
+    print(f"ratio to one embedding + one recall: p50 {pct(ms, 50) / (e_ms + r_ms):.2f}x")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,165 @@
+"""The `carrier` command, run as users run it: in a subprocess, with its own data dir."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from carrier.character import load_character, write_card_png
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT.parent / "shared" / "fixtures" / "elizaos-characters"
+
+
+def carrier(
+    *args: str, data_dir: Path, stdin: str | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    full_env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.endswith("_API_KEY") and not k.startswith("CARRIER_")
+    }
+    full_env.update({"CARRIER_DATA_DIR": str(data_dir), "HF_HUB_OFFLINE": "1", **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "carrier", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=full_env,
+        timeout=240,
+    )
+
+
+def test_cli_help_does_not_import_torch_or_litellm() -> None:
+    code = (
+        "import sys\n"
+        "from typer.testing import CliRunner\n"
+        "from carrier.cli import app\n"
+        "r = CliRunner().invoke(app, ['--help'])\n"
+        "assert r.exit_code == 0, r.output\n"
+        "assert 'chat' in r.output and 'validate' in r.output\n"
+        "heavy = [m for m in ('torch', 'litellm', 'sentence_transformers', 'transformers') if m in sys.modules]\n"
+        "print(','.join(heavy))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == ""
+
+
+@pytest.mark.skipif(not FIXTURES.is_dir(), reason="../shared/fixtures is not beside the repository")
+def test_cli_validate_every_elizaos_fixture(tmp_path: Path) -> None:
+    result = carrier("validate", str(FIXTURES), "characters", data_dir=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.count("ok   ") == len(list(FIXTURES.rglob("*.json"))) + 3
+
+
+def test_cli_validate_reports_all_three_mistakes(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "name: Broken\n"
+        "bio: 42\n"
+        "messageExamples:\n"
+        "  - - user: '{{user1}}'\n"
+        "    - user: Broken\n"
+        "      content: {text: hi}\n"
+        "settings:\n"
+        "  secrets:\n"
+        "    OPENAI_API_KEY: sk-live-abcdef123456\n"
+    )
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps({"name": "Fine", "bio": "ok"}))
+    result = carrier("validate", str(bad), str(good), data_dir=tmp_path)
+    assert result.returncode == 1
+    out = result.stdout
+    assert f"FAIL {bad}: 3 problem(s)" in out
+    assert "bio: expected a string or a list of strings, got 42" in out
+    assert "messageExamples.0.0.content: required field is missing" in out
+    assert "settings.secrets.OPENAI_API_KEY: a literal secret is not allowed" in out
+    assert "sk-live-abcdef123456" not in out + result.stderr
+    assert f"ok   {good}" in out
+
+
+def test_cli_import_card_png_round_trip(tmp_path: Path) -> None:
+    card = {
+        "spec": "chara_card_v3",
+        "spec_version": "3.0",
+        "data": {
+            "name": "Captain Vale",
+            "description": "A retired airship captain. Tells long stories.",
+            "personality": "gruff, kind",
+            "scenario": "A tavern at the edge of the sky.",
+            "first_mes": "Pull up a chair, traveller.",
+            "mes_example": "<START>\n{{user}}: Who are you?\n{{char}}: Vale. I flew the Northern Reach for thirty years.",
+            "tags": ["airships", "stories"],
+        },
+    }
+    png = write_card_png(card, tmp_path / "vale.png", version=3)
+    out = tmp_path / "vale.yaml"
+    result = carrier("import-card", str(png), "-o", str(out), data_dir=tmp_path)
+    assert result.returncode == 0, result.stderr
+    character = load_character(out)
+    assert character.name == "Captain Vale"
+    assert "airships" in character.topics
+    again = carrier("import-card", str(png), "-o", str(out), data_dir=tmp_path)
+    assert again.returncode == 1 and "--force" in again.stderr
+
+
+@pytest.mark.slow
+def test_cli_chat_offline_answers_and_remembers(tmp_path: Path) -> None:
+    first = carrier(
+        "chat", "characters/harbor.yaml", data_dir=tmp_path, stdin="hello\nwho are you?\n"
+    )
+    assert first.returncode == 0, first.stderr
+    lines = [line for line in first.stdout.splitlines() if line.strip()]
+    assert len(lines) == 2 and all(line.startswith("Harbor: ") for line in lines)
+    assert "Harbor" in lines[1]  # the intro example answers "who are you?"
+    assert "offline" in first.stderr and "CARRIER_MODEL" in first.stderr
+
+    second = carrier("chat", "characters/harbor.yaml", data_dir=tmp_path, stdin="who are you?\n")
+    assert second.returncode == 0, second.stderr
+    assert 'You asked me this before ("who are you?"' in second.stdout
+    assert (tmp_path / "carrier.db").exists()
+
+
+def test_cli_chat_bad_character_file_exits_with_problems(tmp_path: Path) -> None:
+    bad = tmp_path / "x.json"
+    bad.write_text('{"name": "", "bio": []}')
+    result = carrier("chat", str(bad), data_dir=tmp_path, stdin="hi\n")
+    assert result.returncode == 2
+    assert str(bad) in result.stderr and "name" in result.stderr
+
+
+@pytest.mark.slow
+def test_cli_chat_uses_litellm_with_a_local_endpoint(tmp_path: Path) -> None:
+    from tests.llm.openai_server import FakeOpenAIServer, Reply
+
+    server = FakeOpenAIServer(
+        default=Reply(
+            text="<response><thought>t</thought><actions>REPLY</actions><text>Ahoy from the model!</text></response>"
+        )
+    )
+    server.start()
+    try:
+        result = carrier(
+            "chat",
+            "characters/harbor.yaml",
+            data_dir=tmp_path,
+            stdin="hello\n",
+            env={"CARRIER_MODEL": "openai/local-test", "CARRIER_API_BASE": server.base_url},
+        )
+    finally:
+        server.stop()
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "Harbor: Ahoy from the model!"
+    assert "using openai/local-test" in result.stderr
+    bodies = [r.body for r in server.requests]
+    assert bodies and bodies[0]["model"] == "local-test"
+    assert "You are Harbor" in json.dumps(bodies[0]["messages"])
