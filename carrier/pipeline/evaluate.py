@@ -57,8 +57,12 @@ class EvaluatorStage:
             content.source = turn.message.platform
             content.in_reply_to = turn.inbound.id
             content.metadata.setdefault("speaker", rt.character.name)
-            if i == 0 and turn.response is not None and turn.response.thought:
-                content.thought = turn.response.thought
+            if i == 0:
+                # The turn's model use is recorded once, on its first reply.
+                if turn.response is not None and turn.response.thought:
+                    content.thought = turn.response.thought
+                content.metadata["usage"] = turn.usage.model_dump()
+                content.metadata["model"] = turn.trace.get("generate", {}).get("model")
             memory = Memory(
                 # Derived from the inbound id: a re-run turn records its reply once.
                 id=stable_id(turn.inbound.id, "reply", str(i)),

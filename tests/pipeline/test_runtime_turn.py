@@ -54,6 +54,8 @@ async def test_runtime_turn_runs_all_five_stages(make_runtime, store) -> None:
     assert reply is not None and reply.content.in_reply_to == inbound.id
     assert reply.content.thought == "a newcomer says hi"
     assert reply.embedding is not None
+    assert reply.content.metadata["model"] == "function"
+    assert reply.content.metadata["usage"]["calls"] == 1
     assert (await store.get_memory(inbound.id)).status is MemoryStatus.PROCESSED  # type: ignore[union-attr]
     room_messages = await store.get_memories(agent_id=runtime.agent_id, room_id=inbound.room_id)
     assert len(room_messages) == 2
