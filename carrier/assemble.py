@@ -106,16 +106,15 @@ def _character_key(character: Any, model: str, environ: Mapping[str, str]) -> st
 async def open_store(settings: Settings) -> Store:
     """The store named by the settings (MongoDB when ``CARRIER_MONGODB_URI`` is set, else the
     embedded SQLite file in the data dir), opened."""
+    store: Store
     if settings.mongodb_uri is not None:
-        from carrier.errors import ConfigError
+        from carrier.memory.mongo import MongoStore
 
-        raise ConfigError(
-            "CARRIER_MONGODB_URI is set, but the MongoDB store is not available in this version; "
-            "unset it to use the embedded SQLite store"
-        )
-    from carrier.memory.sqlite import SQLiteStore
+        store = MongoStore.from_url(settings.mongodb_uri.get_secret_value())
+    else:
+        from carrier.memory.sqlite import SQLiteStore
 
-    store = SQLiteStore(path=settings.store_path)
+        store = SQLiteStore(path=settings.store_path)
     await store.open()
     return store
 

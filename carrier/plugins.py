@@ -58,6 +58,11 @@ class Action:
     """Short examples shown to the model (``user: ... / agent: ... (ACTION)``)."""
     validate: Validator = _always
     """Whether the action is available in this turn (shown to the model and runnable)."""
+    parameters: dict[str, Any] | None = None
+    """JSON schema of arguments: the action is offered to the model as a tool (tool calling)
+    rather than listed by name, and receives the call in ``turn.current_tool_call``."""
+    tool_name: str | None = None
+    """The name the model calls the tool by (defaults to ``name``)."""
 
 
 @dataclass

@@ -24,7 +24,7 @@ from carrier.memory.embedder import Embedder
 from carrier.pipeline.actions import ActionManager
 from carrier.pipeline.base import ChunkCallback, Stage, Turn
 from carrier.pipeline.evaluate import EvaluatorStage
-from carrier.pipeline.generate import Generator
+from carrier.pipeline.generate import Generator, offered_tools
 from carrier.pipeline.message import MessageManager
 from carrier.pipeline.state import StateComposer
 from carrier.plugins import Plugin, Registry
@@ -113,6 +113,7 @@ class AgentRuntime:
         for plugin in plugins:
             self.registry.register(plugin)
         self.message_manager = MessageManager()
+        self._generator = Generator()
         # The chain, in order: the message is stored and embedded first (nothing is lost, and recall
         # can use its vector); the state is composed from the store; the model answers from the
         # state; actions run on the parsed answer; the evaluator records replies and closes the
@@ -120,7 +121,7 @@ class AgentRuntime:
         self.stages: list[Stage] = [
             self.message_manager,
             StateComposer(recent_messages=recent_messages, recall_k=recall_k),
-            Generator(),
+            self._generator,
             ActionManager(),
         ]
         self.closer = EvaluatorStage()
@@ -239,10 +240,23 @@ class AgentRuntime:
             trace=turn.trace,
         )
 
+    async def generate_after_tools(self, turn: Turn) -> tuple[ParsedResponse, list[dict[str, Any]]]:
+        """The model's next answer once tool outputs are in the conversation: the parsed answer and
+        any further tool calls."""
+        request = ModelRequest(
+            messages=[*turn.prompt, *turn.tool_messages],
+            purpose="response",
+            query=turn.text,
+            context={"sender_name": turn.message.author.name, "after_tools": True},
+            tools=offered_tools(turn) or None,
+        )
+        result, parsed = await self._generator.complete(turn, request, stream=False)
+        return parsed, list(result.tool_calls)
+
     async def generate_continuation(self, turn: Turn, previous: list[str]) -> ParsedResponse:
         """One more message after the ones already written this turn (the CONTINUE action)."""
         values = dict(turn.state.values)
-        values["responseFormat"] = format_instructions(turn.state.actions)
+        values["responseFormat"] = format_instructions(turn.state.named_actions)
         sent = "\n".join(f"{self.character.name}: {t}" for t in previous)
         prompt = render(template_for("messageHandlerTemplate", self.character.templates), values)
         follow = render(

@@ -21,6 +21,9 @@ class ChatMessage(BaseModel):
     """Text, or OpenAI-style content parts (text and image_url) for vision-capable models."""
     name: str | None = None
     tool_call_id: str | None = None
+    """For ``role="tool"``: the id of the call this message answers."""
+    tool_calls: list[dict[str, Any]] | None = None
+    """For ``role="assistant"``: the tool calls it made, in OpenAI format."""
 
 
 class ModelRequest(BaseModel):

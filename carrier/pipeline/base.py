@@ -98,6 +98,12 @@ class Turn:
     """The parsed model response (thought, text, actions)."""
     raw_response: str = ""
     current_action: str | None = None
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    """Tool calls the model asked for (``{"id", "name", "arguments"}``), not yet run."""
+    current_tool_call: dict[str, Any] | None = None
+    """The tool call the running tool action handles."""
+    tool_messages: list[Any] = field(default_factory=list)
+    """The tool-calling exchange so far (assistant calls and tool outputs), for follow-ups."""
     action_results: list[Any] = field(default_factory=list)
     current_reply: Content | None = None
     """The reply the before_outbound hooks are looking at."""

@@ -4,6 +4,7 @@ the structured response, and repair it once if the model's output was malformed.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from carrier.llm.base import ChatMessage, ModelRequest, ModelResult
 from carrier.llm.parse import ParsedResponse, format_instructions, parse_response, repair_prompt
@@ -11,7 +12,7 @@ from carrier.pipeline.base import HookPoint, Turn, run_hooks
 from carrier.prompts import render, template_for
 from carrier.types import MemoryKind, MemoryStatus
 
-__all__ = ["Generator", "TextStreamExtractor"]
+__all__ = ["Generator", "TextStreamExtractor", "offered_tools"]
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +57,25 @@ class TextStreamExtractor:
         return out
 
 
+def offered_tools(turn: Turn) -> list[dict[str, Any]]:
+    """OpenAI-format definitions of the tool actions available in this turn."""
+    names = set(turn.state.actions) if turn.state is not None else set()
+    tools = []
+    for action in turn.runtime.registry.actions.values():
+        if action.parameters is not None and action.name in names:
+            tools.append(
+                {
+                    "type": "function",
+                    "function": {
+                        "name": action.tool_name or action.name,
+                        "description": action.description,
+                        "parameters": action.parameters,
+                    },
+                }
+            )
+    return tools
+
+
 class Generator:
     """Calls the agent's model with the composed state."""
 
@@ -65,7 +85,7 @@ class Generator:
         rt = turn.runtime
         state = turn.state
         values = dict(state.values)
-        values["responseFormat"] = format_instructions(state.actions)
+        values["responseFormat"] = format_instructions(state.named_actions)
         prompt = render(template_for("messageHandlerTemplate", rt.character.templates), values)
         turn.prompt = [ChatMessage(role="user", content=prompt)]
         hook = await run_hooks(
@@ -77,14 +97,19 @@ class Generator:
         if hook.action == "modify" and hook.text is not None:
             turn.prompt = [ChatMessage(role="user", content=hook.text)]
 
+        tools = offered_tools(turn)
         request = ModelRequest(
             messages=list(turn.prompt),
             purpose="response",
             query=turn.text,
             context=self._context(turn),
+            tools=tools or None,
         )
-        result, parsed = await self.complete(turn, request, stream=turn.on_chunk is not None)
+        # With tools on offer the first answer may be a tool call, not text: don't stream it.
+        stream = turn.on_chunk is not None and not tools
+        result, parsed = await self.complete(turn, request, stream=stream)
         turn.response = parsed
+        turn.tool_calls = list(result.tool_calls)
         turn.offline = result.offline
         turn.trace["generate"] = {
             "model": result.model,
@@ -94,7 +119,10 @@ class Generator:
             "text": parsed.text,
             "actions": parsed.actions,
             "repaired": turn.trace.get("repaired", False),
-            "streamed": turn.on_chunk is not None,
+            "streamed": stream,
+            "tool_calls": [
+                {"name": c.get("name"), "arguments": c.get("arguments")} for c in result.tool_calls
+            ],
         }
         if not parsed.ok:
             turn.end(
@@ -126,6 +154,9 @@ class Generator:
         parsed = parse_response(result.text)
         if parsed.ok:
             return result, parsed
+        if result.tool_calls:
+            # A tool call with no text is a complete answer: the text comes after the tools ran.
+            return result, ParsedResponse(thought=parsed.thought, text=parsed.text, actions=[])
         log.warning("model output malformed (%s); asking once for a repair", parsed.problem)
         turn.trace["repaired"] = True
         repair = request.model_copy(

@@ -31,6 +31,9 @@ class State:
     recalled: list[ScoredMemory] = field(default_factory=list)
     facts: list[Memory] = field(default_factory=list)
     actions: list[str] = field(default_factory=list)
+    """Every action available this turn, tools included."""
+    named_actions: list[str] = field(default_factory=list)
+    """The actions the model names in its answer (tools are called through tool calling)."""
     sections: dict[str, str] = field(default_factory=dict)
     """Text of each context provider, by name."""
     seed: int = 0
@@ -126,9 +129,12 @@ class StateComposer:
             except Exception:
                 log.exception("action %s: validate failed; hiding it this turn", action.name)
         state.actions = [a.name for a in available]
+        # Tool actions are offered through tool calling, not listed by name.
+        listed = [a for a in available if a.parameters is None]
+        state.named_actions = [a.name for a in listed]
         values["actions"] = "\n".join(
             f"- {a.name}: {a.description}" + "".join(f"\n    e.g. {ex}" for ex in a.examples)
-            for a in available
+            for a in listed
         )
 
         providers = sorted(rt.registry.providers.values(), key=lambda p: p.position)

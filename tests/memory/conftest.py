@@ -239,7 +239,7 @@ if os.environ.get(TEST_MONGODB_URI_ENV):
 def store_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreFactory]:
     factory_class = STORE_FACTORIES[request.param]
     servers = [request.getfixturevalue(name) for name in factory_class.fixtures]
-    factory = factory_class(tmp_path, *servers)
+    factory = factory_class(tmp_path, *servers)  # type: ignore[call-arg]  # servers: see fixtures
     yield factory
     factory.cleanup()
 

@@ -1,0 +1,448 @@
+"""MongoStore: the Store in a MongoDB database, through PyMongo's ``AsyncMongoClient``.
+
+Usage::
+
+    async with MongoStore.from_url("mongodb://localhost:27017/carrier") as store:
+        ...
+
+Documents reference each other by id only, as in the SQLite store: a memory may be written before
+its room, and :meth:`MongoStore.delete_agent` removes what an agent owns collection by collection
+(not in a transaction: a standalone server has none; a failure part-way leaves the agent in place,
+so deleting again finishes the job). Vector search filters in MongoDB and scores the candidates
+with exact numpy cosine (``_mongo_search.py``); whether the server could run ``$vectorSearch``
+itself is detected on :meth:`~MongoStore.open` and exposed as
+:attr:`MongoStore.supports_vector_search`. The document layout is described in
+``_mongo_codec.py``, collections, indexes and the schema version in ``_mongo_schema.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, suppress
+from datetime import datetime
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from bson import ObjectId
+from pymongo import AsyncMongoClient
+from pymongo.asynchronous.collection import AsyncCollection
+from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.errors import DuplicateKeyError, PyMongoError
+
+from carrier.errors import ConfigError, StoreError
+from carrier.memory import _mongo_codec as codec
+from carrier.memory._mongo_errors import password, redact, scrub, translated
+from carrier.memory._mongo_schema import SCHEMA_VERSION, detect_vector_search, migrate
+from carrier.memory._mongo_search import exact_search
+from carrier.memory.base import Store
+from carrier.types import (
+    AgentRecord,
+    Entity,
+    Memory,
+    MemoryKind,
+    MemoryStatus,
+    Room,
+    RoomState,
+    ScoredMemory,
+    utcnow,
+)
+
+__all__ = ["DEFAULT_DATABASE", "SCHEMA_VERSION", "MongoStore"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_DATABASE = "carrier"
+"""The database used when the URI names none."""
+
+SERVER_SELECTION_TIMEOUT_MS = 10_000
+"""How long :meth:`MongoStore.from_url` waits for a server unless the URI says otherwise."""
+
+_MERGE_ATTEMPTS = 20
+
+Document = dict[str, Any]
+
+
+class MongoStore(Store):
+    """The Store in one MongoDB database.
+
+    Takes an ``AsyncMongoClient`` that the caller owns (and closes), or builds its own with
+    :meth:`from_url` (closed by :meth:`close`, made anew by a later :meth:`open`).
+    """
+
+    def __init__(self, *, client: AsyncMongoClient[Document], database: str) -> None:
+        self.database = database
+        self._client: AsyncMongoClient[Document] | None = client
+        seeds = sorted(client.topology_description.server_descriptions())
+        self._where = f"mongodb://{','.join(f'{h}:{p}' for h, p in seeds)}/{database}"
+        self._make_client: Callable[[], AsyncMongoClient[Document]] | None = None
+        """Set when the store owns its client: closed by close(), made anew by open()."""
+        self._secret: str | None = None
+        self._db: AsyncDatabase[Document] | None = None
+        self._lock = asyncio.Lock()
+        self.supports_vector_search: bool | None = None
+        """Whether the server runs ``$vectorSearch``; ``None`` until :meth:`open`."""
+
+    def __repr__(self) -> str:
+        return f"MongoStore({self._where!r})"
+
+    @classmethod
+    def from_url(cls, url: str) -> MongoStore:
+        """A store from a MongoDB URI; the database is the URI's path (default ``carrier``).
+
+        Nothing is connected until :meth:`open`.
+        """
+        if not url.startswith(("mongodb://", "mongodb+srv://")):
+            scheme = url.partition("://")[0] if "://" in url else "no scheme"
+            raise ConfigError(
+                f"not a MongoDB URI ({scheme}); set CARRIER_MONGODB_URI to "
+                "mongodb://host:27017/carrier (or mongodb+srv://user:password@host/carrier)"
+            )
+        options: dict[str, Any] = {"appname": "carrier"}
+        if "serverselectiontimeoutms" not in urlsplit(url).query.lower():
+            options["serverSelectionTimeoutMS"] = SERVER_SELECTION_TIMEOUT_MS
+
+        def make_client() -> AsyncMongoClient[Document]:
+            return AsyncMongoClient(url, **options)
+
+        try:
+            client = make_client()  # validates the URI; no I/O until first use
+        except (PyMongoError, ValueError, TypeError) as exc:
+            message = scrub(str(exc), password(url))
+            raise ConfigError(
+                f"invalid MongoDB URI {redact(url)!r}: {message}; fix CARRIER_MONGODB_URI"
+            ) from None
+        parts = urlsplit(url)
+        database = unquote(parts.path.strip("/")) or DEFAULT_DATABASE
+        store = cls(client=client, database=database)
+        store._where = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}/{database}"
+        store._make_client = make_client
+        store._secret = password(url)
+        return store
+
+    # -- lifecycle -------------------------------------------------------------------------
+    async def open(self) -> None:
+        async with self._lock:
+            if self._db is not None:
+                return
+            if self._client is None:  # reopening after close(): only an owned client is dropped
+                assert self._make_client is not None
+                self._client = self._make_client()
+            db = self._client[self.database]
+            try:
+                with self._errors("opening"):
+                    await migrate(db, self._where)
+                    self.supports_vector_search = await detect_vector_search(db)
+            except BaseException:
+                await self.close()  # a client it made does not outlive a failed open
+                raise
+            self._db = db
+            logger.debug(
+                "MongoStore %s open (vector search: %s)", self._where, self.supports_vector_search
+            )
+
+    async def close(self) -> None:
+        self._db = None
+        client = self._client
+        if client is not None and self._make_client is not None:  # only a client it made
+            self._client = None
+            with self._errors("closing"):
+                await client.close()
+
+    # -- plumbing --------------------------------------------------------------------------
+    def _errors(self, what: str) -> AbstractContextManager[None]:
+        return translated(self._where, what, self._secret)
+
+    def _col(self, name: str) -> AsyncCollection[Document]:
+        if self._db is None:
+            raise StoreError(
+                f"MongoDB store {self._where} is not open; use `async with MongoStore...` "
+                "or await store.open() first"
+            )
+        return self._db[name]
+
+    async def _find(
+        self,
+        what: str,
+        collection: str,
+        query: Document,
+        projection: Document | None = None,
+        *,
+        sort: list[tuple[str, int]] | None = None,
+        limit: int = 0,
+    ) -> list[Document]:
+        col = self._col(collection)
+        with self._errors(what):
+            cursor = col.find(query, projection, sort=sort, limit=limit)
+            return await cursor.to_list()
+
+    async def _find_one(self, what: str, collection: str, query: Document) -> Document | None:
+        col = self._col(collection)
+        with self._errors(what):
+            return await col.find_one(query)
+
+    # -- agents ----------------------------------------------------------------------------
+    async def upsert_agent(self, agent: AgentRecord) -> None:
+        """Insert or replace; the first ``created_at`` is kept."""
+        col = self._col("agents")
+        with self._errors(f"saving agent {agent.id}"):
+            await col.update_one({"_id": agent.id}, codec.agent_update(agent), upsert=True)
+
+    async def get_agent(self, agent_id: str) -> AgentRecord | None:
+        doc = await self._find_one(f"reading agent {agent_id}", "agents", {"_id": agent_id})
+        return codec.agent_from_doc(doc) if doc is not None else None
+
+    async def list_agents(self) -> list[AgentRecord]:
+        docs = await self._find(
+            "listing agents", "agents", {}, sort=[("created_us", 1), ("_id", 1)]
+        )
+        return [codec.agent_from_doc(doc) for doc in docs]
+
+    async def delete_agent(self, agent_id: str) -> bool:
+        owned = {"agent_id": agent_id}
+        with self._errors(f"deleting agent {agent_id}"):
+            rooms = await self._col("rooms").find(owned, {"_id": 1}).to_list()
+            entities = await self._col("entities").find(owned, {"_id": 1}).to_list()
+            await self._col("participants").delete_many(
+                {
+                    "$or": [
+                        {"room_id": {"$in": [d["_id"] for d in rooms]}},
+                        {"entity_id": {"$in": [d["_id"] for d in entities]}},
+                    ]
+                }
+            )
+            for name in ("room_states", "memories", "rooms", "entities"):
+                await self._col(name).delete_many(owned)
+            # Last, so that a failure above leaves the agent to delete again.
+            result = await self._col("agents").delete_one({"_id": agent_id})
+        return result.deleted_count > 0
+
+    # -- rooms, entities, participants -----------------------------------------------------
+    async def upsert_room(self, room: Room) -> None:
+        col = self._col("rooms")
+        with self._errors(f"saving room {room.id}"):
+            await col.replace_one({"_id": room.id}, codec.room_doc(room), upsert=True)
+
+    async def get_room(self, room_id: str) -> Room | None:
+        doc = await self._find_one(f"reading room {room_id}", "rooms", {"_id": room_id})
+        return codec.room_from_doc(doc) if doc is not None else None
+
+    async def upsert_entity(self, entity: Entity) -> None:
+        # Read, merge the names, write back only if nobody wrote in between (a revision
+        # counter), else retry: concurrent sightings of one person never lose a name.
+        col = self._col("entities")
+        with self._errors(f"saving entity {entity.id}"):
+            for _ in range(_MERGE_ATTEMPTS):
+                stored = await col.find_one({"_id": entity.id})
+                if stored is None:
+                    names = list(dict.fromkeys(entity.names))
+                    doc = codec.entity_doc(entity.model_copy(update={"names": names}), 1)
+                    try:
+                        await col.insert_one(doc)
+                    except DuplicateKeyError:
+                        continue
+                    return
+                known = list(stored.get("names") or [])
+                merged = known + [n for n in dict.fromkeys(entity.names) if n not in known]
+                revision = stored.get(codec.ENTITY_REVISION, 0)
+                doc = codec.entity_doc(entity.model_copy(update={"names": merged}), revision + 1)
+                result = await col.replace_one(
+                    {"_id": entity.id, codec.ENTITY_REVISION: stored.get(codec.ENTITY_REVISION)},
+                    doc,
+                )
+                if result.matched_count:
+                    return
+        raise StoreError(
+            f"MongoDB store {self._where}: saving entity {entity.id} failed: it kept changing "
+            f"under {_MERGE_ATTEMPTS} attempts to merge its names"
+        )
+
+    async def get_entity(self, entity_id: str) -> Entity | None:
+        doc = await self._find_one(f"reading entity {entity_id}", "entities", {"_id": entity_id})
+        return codec.entity_from_doc(doc) if doc is not None else None
+
+    async def add_participant(self, room_id: str, entity_id: str) -> None:
+        col = self._col("participants")
+        # A concurrent add of the same pair may win the race: it is recorded once either way.
+        with (
+            self._errors(f"adding entity {entity_id} to room {room_id}"),
+            suppress(DuplicateKeyError),
+        ):
+            await col.update_one(
+                {"room_id": room_id, "entity_id": entity_id},
+                {"$setOnInsert": {"seq": ObjectId()}},
+                upsert=True,
+            )
+
+    async def list_participants(self, room_id: str) -> list[str]:
+        docs = await self._find(
+            f"listing participants of room {room_id}",
+            "participants",
+            {"room_id": room_id},
+            {"entity_id": 1, "_id": 0},
+            sort=[("seq", 1)],
+        )
+        return [doc["entity_id"] for doc in docs]
+
+    async def get_room_state(self, agent_id: str, room_id: str) -> RoomState | None:
+        doc = await self._find_one(
+            f"reading the state of room {room_id}",
+            "room_states",
+            {"agent_id": agent_id, "room_id": room_id},
+        )
+        return RoomState(doc["state"]) if doc is not None else None
+
+    async def set_room_state(self, agent_id: str, room_id: str, state: RoomState | None) -> None:
+        col = self._col("room_states")
+        key = {"agent_id": agent_id, "room_id": room_id}
+        with self._errors(f"setting the state of room {room_id}"):
+            if state is None:
+                await col.delete_one(key)
+                return
+            try:
+                await col.update_one(key, {"$set": {"state": str(state)}}, upsert=True)
+            except DuplicateKeyError:  # a concurrent upsert inserted it first: update it
+                await col.update_one(key, {"$set": {"state": str(state)}})
+
+    # -- memories --------------------------------------------------------------------------
+    async def add_memory(self, memory: Memory) -> Memory:
+        col = self._col("memories")
+        with self._errors(f"adding memory {memory.id}"):
+            doc = codec.memory_doc(memory)
+            try:
+                await col.insert_one(doc)
+            except DuplicateKeyError:
+                stored = await col.find_one({"_id": memory.id})
+                if stored is None:  # pragma: no cover - deleted between the two statements
+                    raise StoreError(
+                        f"MongoDB store {self._where}: memory {memory.id} vanished on insert"
+                    ) from None
+                return codec.memory_from_doc(stored)
+        # The document as inserted reads back as the stored memory: no second round trip.
+        return codec.memory_from_doc(doc)
+
+    async def get_memory(self, memory_id: str) -> Memory | None:
+        doc = await self._find_one(f"reading memory {memory_id}", "memories", {"_id": memory_id})
+        return codec.memory_from_doc(doc) if doc is not None else None
+
+    async def update_memory(self, memory: Memory) -> None:
+        col = self._col("memories")
+        with self._errors(f"updating memory {memory.id}"):
+            await col.update_one(
+                {"_id": memory.id}, {"$set": codec.memory_update(memory, utcnow())}
+            )
+
+    async def set_memory_status(
+        self, memory_id: str, status: MemoryStatus, *, error: str | None = None
+    ) -> None:
+        col = self._col("memories")
+        update = {"status": str(status), "error": error, **codec.stamp("updated", utcnow())}
+        with self._errors(f"setting the status of memory {memory_id}"):
+            await col.update_one({"_id": memory_id}, {"$set": update})
+
+    async def get_memories(
+        self,
+        *,
+        agent_id: str,
+        room_id: str | None = None,
+        entity_id: str | None = None,
+        kinds: Sequence[MemoryKind] | None = None,
+        statuses: Sequence[MemoryStatus] | None = None,
+        before: datetime | None = None,
+        limit: int = 50,
+    ) -> list[Memory]:
+        query = codec.memory_filter(agent_id, room_id, entity_id, kinds, statuses)
+        if query is None or limit <= 0:  # MongoDB reads limit 0 as "no limit"
+            return []
+        if before is not None:
+            query["created_us"] = {"$lt": codec.to_us(before)}
+        docs = await self._find(
+            "reading memories",
+            "memories",
+            query,
+            sort=[("created_us", -1), ("seq", -1)],
+            limit=limit,
+        )
+        return [codec.memory_from_doc(doc) for doc in docs]
+
+    async def count_memories(
+        self,
+        *,
+        agent_id: str,
+        room_id: str | None = None,
+        kinds: Sequence[MemoryKind] | None = None,
+    ) -> int:
+        query = codec.memory_filter(agent_id, room_id, kinds=kinds)
+        if query is None:
+            return 0
+        col = self._col("memories")
+        with self._errors("counting memories"):
+            return await col.count_documents(query)
+
+    async def search_memories(
+        self,
+        *,
+        agent_id: str,
+        embedding: Sequence[float],
+        embedding_model: str,
+        k: int = 10,
+        room_id: str | None = None,
+        entity_id: str | None = None,
+        kinds: Sequence[MemoryKind] | None = None,
+        exclude_ids: Sequence[str] = (),
+        min_score: float = -1.0,
+    ) -> list[ScoredMemory]:
+        query = codec.memory_filter(agent_id, room_id, entity_id, kinds)
+        if query is None:
+            return []
+        with self._errors("searching memories"):
+            try:
+                return await exact_search(
+                    self._col("memories"),
+                    query,
+                    embedding=embedding,
+                    embedding_model=embedding_model,
+                    k=k,
+                    exclude_ids=exclude_ids,
+                    min_score=min_score,
+                )
+            except ValueError as exc:
+                raise StoreError(
+                    f"MongoDB store {self._where}: searching memories failed: a stored "
+                    f"{embedding_model} vector is unreadable: {exc}"
+                ) from exc
+
+    async def delete_memory(self, memory_id: str) -> bool:
+        col = self._col("memories")
+        with self._errors(f"deleting memory {memory_id}"):
+            result = await col.delete_one({"_id": memory_id})
+        return result.deleted_count > 0
+
+    async def delete_memories(
+        self,
+        *,
+        agent_id: str,
+        room_id: str | None = None,
+        entity_id: str | None = None,
+        kinds: Sequence[MemoryKind] | None = None,
+    ) -> int:
+        query = codec.memory_filter(agent_id, room_id, entity_id, kinds)
+        if query is None:
+            return 0
+        col = self._col("memories")
+        with self._errors("deleting memories"):
+            result = await col.delete_many(query)
+        return result.deleted_count
+
+    # -- settings --------------------------------------------------------------------------
+    async def get_setting(self, key: str) -> Any | None:
+        doc = await self._find_one(f"reading setting {key!r}", "settings", {"_id": key})
+        return doc.get("value") if doc is not None else None
+
+    async def set_setting(self, key: str, value: Any) -> None:
+        col = self._col("settings")
+        stored = codec.json_value(value)
+        with self._errors(f"saving setting {key!r}"):
+            # $set, not a replacement: some compatible servers lose a string _id on replace+upsert.
+            await col.update_one({"_id": key}, {"$set": {"value": stored}}, upsert=True)
