@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -70,4 +71,14 @@ def load_settings(
         for key, value in environ.items()
         if key.startswith("CARRIER_")
     }
-    return Settings.model_validate(prefixed)
+    return _InjectedSettings.model_validate(prefixed)
+
+
+class _InjectedSettings(Settings):
+    """Settings read from the given values only: no process environment, no ``.env``."""
+
+    @classmethod
+    def settings_customise_sources(
+        cls, settings_cls: type[BaseSettings], init_settings: Any, *args: Any, **kwargs: Any
+    ) -> tuple[Any, ...]:
+        return (init_settings,)
