@@ -259,7 +259,26 @@ def run(
     raise typer.Exit(code)
 
 
+def _mount_plugin_commands() -> None:
+    """Command groups that adapters register under the ``carrier.cli`` entry-point group."""
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group="carrier.cli"):
+        try:
+            app.add_typer(ep.load(), name=ep.name)
+        except Exception as exc:  # a broken adapter must not break the command
+            logging.getLogger("carrier.cli").warning(
+                "command group %r not loaded: %s", ep.name, exc
+            )
+
+
 def main() -> None:
+    # Secrets and settings may live in .env: make them visible to everything (provider SDKs,
+    # character secret references) without overriding the real environment.
+    from dotenv import load_dotenv
+
+    load_dotenv(".env", override=False)
+    _mount_plugin_commands()
     app()
 
 

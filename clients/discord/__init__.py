@@ -1,0 +1,88 @@
+"""The Discord client: a persona as a community bot that behaves like a good citizen.
+
+Registered under the ``carrier.clients`` entry-point group as ``discord``; ``carrier run`` calls
+:func:`create_client` for every agent whose character lists ``discord`` in ``clients``.
+
+Importing this package does not import discord.py, so a missing install is reported by
+:func:`create_client` with the command to run, and the configuration and the message splitter
+work without it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from carrier.clients import ClientUnavailable
+from carrier.errors import ConfigError
+from clients.discord.config import DiscordConfig, DiscordPolicy, parse_config
+from clients.discord.errors import INSTALL, NO_TOKEN
+from clients.discord.split import split_message
+
+if TYPE_CHECKING:
+    from clients.discord.client import DiscordClient
+
+__all__ = [
+    "DiscordConfig",
+    "DiscordPolicy",
+    "create_client",
+    "parse_config",
+    "split_message",
+    "sync_commands",
+    "sync_for_character",
+]
+
+
+def create_client(
+    runtime: Any,
+    config: Mapping[str, Any],
+    environ: Mapping[str, str],
+    *,
+    discord_options: Mapping[str, Any] | None = None,
+    ready_timeout: float = 60.0,
+) -> DiscordClient:
+    """The ``carrier.clients`` factory: a Discord client for ``runtime``'s agent.
+
+    The token is the character's ``DISCORD_API_TOKEN`` secret, resolved from ``environ`` (so two
+    personas can run two bots). Raises :class:`ClientUnavailable` when discord.py is missing,
+    the token is unset or the configuration is invalid, saying what to do.
+    """
+    try:
+        import discord  # noqa: F401
+    except ImportError as exc:
+        raise ClientUnavailable(INSTALL) from exc
+    token = runtime.character.resolve_secret("DISCORD_API_TOKEN", environ)
+    if not token:
+        raise ClientUnavailable(NO_TOKEN)
+    try:
+        parsed = parse_config(config)
+    except ConfigError as exc:
+        raise ClientUnavailable(str(exc)) from exc
+    from clients.discord.client import DiscordClient
+
+    return DiscordClient(
+        runtime=runtime,
+        token=token,
+        config=parsed,
+        discord_options=discord_options,
+        ready_timeout=ready_timeout,
+    )
+
+
+async def sync_commands(token: str, guild_id: int | str | None = None) -> list[str]:
+    """Register the slash commands with Discord (see :mod:`clients.discord.commands`)."""
+    try:
+        from clients.discord.commands import sync_commands as sync
+    except ImportError as exc:
+        raise ConfigError(INSTALL) from exc
+    return await sync(token, guild_id)
+
+
+async def sync_for_character(
+    character: Any, environ: Mapping[str, str], guild_id: int | str | None = None
+) -> list[str]:
+    """Sync with the character's own bot token (what ``carrier discord sync`` runs)."""
+    token = character.resolve_secret("DISCORD_API_TOKEN", environ)
+    if not token:
+        raise ConfigError(NO_TOKEN)
+    return await sync_commands(token, guild_id)

@@ -1,0 +1,324 @@
+"""``DiscordClient``: one agent's Discord connection, from gateway event to sent reply.
+
+The discord.py client owns the connection (identify, heartbeats, reconnect and resume with
+backoff, sharding). This class decides which events reach the runtime, runs the turn with the
+typing indicator on, and sends the answer back safely. A failing handler is logged and counted
+and the next event is handled as usual.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import Counter, OrderedDict
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import discord
+from discord import app_commands
+
+from carrier.clients import Client, ClientUnavailable
+from clients.discord.commands import SlashHandler, add_commands
+from clients.discord.config import DiscordConfig, DiscordPolicy, parse_config
+from clients.discord.connection import build_bot
+from clients.discord.convert import channel_of, mentions_me, replies_to_me, to_message
+from clients.discord.errors import describe_start_failure, privileged_intents_message
+from clients.discord.policy import BotLoopGuard, Facts, RateLimiter, Verdict, gate
+from clients.discord.reactions import store_reaction
+from clients.discord.sender import Typing, send_reply
+
+__all__ = ["ClientStats", "DiscordClient"]
+
+log = logging.getLogger(__name__)
+
+_CONVERSATION_TYPES = {discord.MessageType.default, discord.MessageType.reply}
+
+
+@dataclass
+class ClientStats:
+    """Counters for logs, the API and tests."""
+
+    events: int = 0
+    """Message and reaction events that reached a handler."""
+    turns: int = 0
+    """Messages passed to the runtime."""
+    sent: int = 0
+    """Discord messages sent (a long reply counts once per part)."""
+    errors: int = 0
+    rate_limited: int = 0
+    ignored: Counter[str] = field(default_factory=Counter)
+
+
+class DiscordClient(Client):
+    """Build with :func:`clients.discord.create_client`; ``discord_options`` go to the
+    discord.py client unchanged (tests pass a short ``guild_ready_timeout``)."""
+
+    name = "discord"
+
+    def __init__(
+        self,
+        *,
+        runtime: Any,
+        token: str,
+        config: DiscordConfig,
+        discord_options: Mapping[str, Any] | None = None,
+        ready_timeout: float = 60.0,
+        stop_grace: float = 10.0,
+    ) -> None:
+        self.runtime = runtime
+        self.config = config
+        self.stats = ClientStats()
+        self._token = token
+        self._ready_timeout = ready_timeout
+        self._stop_grace = stop_grace
+        self._loop_guard = BotLoopGuard()
+        self._limiter = RateLimiter()
+        self._checks = 0
+        self._inflight: set[asyncio.Task[Any]] = set()
+        self._replies: OrderedDict[int, str] = OrderedDict()
+        self._task: asyncio.Task[None] | None = None
+        self._ready = asyncio.Event()
+        self._closing = False
+        self.bot = build_bot(self.config, discord_options or {})
+        # What ``@bot.event`` does: discord.py dispatches to ``on_<event>`` attributes.
+        self.bot.on_ready = self._on_ready  # type: ignore[attr-defined]
+        self.bot.on_message = self._on_message  # type: ignore[attr-defined]
+        self.bot.on_raw_reaction_add = self._on_raw_reaction_add  # type: ignore[attr-defined]
+        self.bot.on_error = self._on_error  # type: ignore[method-assign]
+        self.tree = app_commands.CommandTree(self.bot)
+        handler = SlashHandler(self)
+        self.tree.on_error = handler.on_error  # type: ignore[method-assign]
+        add_commands(self.tree, handler)
+
+    # -- lifecycle --------------------------------------------------------------------------
+    @property
+    def running(self) -> bool:
+        """The connection task is alive (discord.py reconnects inside it; it ends only on stop
+        or on a fatal refusal, which is logged)."""
+        return self._task is not None and not self._task.done()
+
+    @property
+    def busy(self) -> bool:
+        """A turn or reaction is being handled right now."""
+        return bool(self._inflight)
+
+    async def start(self) -> None:
+        """Log in, connect, and return once Discord says the bot is ready (or after
+        ``ready_timeout``, leaving the connection to come up in the background). A refused token
+        or refused intents raise :class:`ClientUnavailable` with the fix. A stopped client is not
+        started again: build a new one."""
+        if self._closing:
+            raise RuntimeError("this Discord client was stopped; create a new one to reconnect")
+        if self._task is not None:
+            return
+        self._task = asyncio.create_task(self._run(), name=f"discord:{self.runtime.character.name}")
+        ready = asyncio.create_task(self._ready.wait())
+        done, _ = await asyncio.wait(
+            {self._task, ready}, timeout=self._ready_timeout, return_when=asyncio.FIRST_COMPLETED
+        )
+        ready.cancel()
+        if self._task in done:
+            exc = self._task.exception()
+            self._task = None
+            await self.bot.close()
+            raise ClientUnavailable(
+                describe_start_failure(exc, members=self.config.members_intent)
+            ) from exc
+        if not done:
+            log.warning(
+                "discord: not ready after %.0fs; still connecting in the background",
+                self._ready_timeout,
+            )
+
+    async def _run(self) -> None:
+        try:
+            await self.bot.start(self._token, reconnect=True)
+        except discord.PrivilegedIntentsRequired:
+            log.error("discord: %s", privileged_intents_message(self.config.members_intent))
+            raise
+        except Exception:
+            if self._ready.is_set():
+                log.exception("discord: the connection stopped")
+            raise
+
+    async def stop(self) -> None:
+        """Stop taking new events, let running turns finish (up to ``stop_grace`` seconds, then
+        cancel them: the runtime leaves them ``received`` for recovery), then disconnect."""
+        if self._closing:
+            return
+        self._closing = True
+        if self._inflight:
+            _, pending = await asyncio.wait(set(self._inflight), timeout=self._stop_grace)
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending, timeout=2)
+        await self.bot.close()
+        if self._task is not None:
+            try:
+                await asyncio.wait_for(self._task, timeout=10)
+            except Exception as exc:  # the connection is going away; nothing else to do
+                log.debug("discord: connection task ended with %s", type(exc).__name__)
+        log.info("discord: %s stopped (%s)", self.runtime.character.name, self.stats)
+
+    def update_config(self, new: Mapping[str, Any] | DiscordConfig) -> DiscordConfig:
+        """Apply a new ``clientConfig.discord`` without restarting (raises ConfigError when
+        invalid). Shards and intents are connection settings: they apply at the next start."""
+        config = new if isinstance(new, DiscordConfig) else parse_config(new)
+        if (config.shards, config.members_intent) != (
+            self.config.shards,
+            self.config.members_intent,
+        ):
+            log.warning(
+                "discord: shards / membersIntent changes take effect when the client restarts"
+            )
+        self.config = config
+        return config
+
+    def check_rate(self, user_id: int, policy: DiscordPolicy) -> Verdict:
+        """Count one turn for ``user_id`` against the per-user limit."""
+        self._checks += 1
+        if self._checks % 10_000 == 0:
+            self._limiter.prune()
+        verdict = self._limiter.check(str(user_id), policy.rate_limit)
+        if verdict is not Verdict.ALLOW:
+            self.stats.rate_limited += 1
+        return verdict
+
+    def policy_for(self, guild: discord.Guild | None) -> DiscordPolicy:
+        return self.config.for_guild(guild.id if guild is not None else None)
+
+    # -- events -----------------------------------------------------------------------------
+    async def _on_ready(self) -> None:
+        user = self.bot.user
+        log.info(
+            "discord: %s connected as %s (%s guilds)",
+            self.runtime.character.name,
+            user,
+            len(self.bot.guilds),
+        )
+        self._ready.set()
+
+    async def _on_error(self, event: str, *args: Any, **kwargs: Any) -> None:
+        self.stats.errors += 1
+        log.exception("discord: error in the %s handler; carrying on", event)
+
+    @contextlib.contextmanager
+    def _tracked(self) -> Iterator[None]:
+        """Count the current handler as in flight (``busy``; ``stop`` waits for it)."""
+        self.stats.events += 1
+        task = asyncio.current_task()
+        if task is not None:
+            self._inflight.add(task)
+        try:
+            yield
+        finally:
+            if task is not None:
+                self._inflight.discard(task)
+
+    async def _on_message(self, message: discord.Message) -> None:
+        with self._tracked():
+            try:
+                await self._handle_message(message)
+            except Exception:
+                self.stats.errors += 1
+                log.exception(
+                    "discord: failed to handle message %s in channel %s; carrying on",
+                    message.id,
+                    message.channel.id,
+                )
+
+    def _ignore(self, message: discord.Message, reason: str) -> None:
+        self.stats.ignored[reason] += 1
+        log.debug("discord: ignored message %s: %s", message.id, reason)
+
+    async def _handle_message(self, message: discord.Message) -> None:
+        me = self.bot.user
+        if me is None or self._closing:
+            return
+        if message.author.id == me.id:
+            return self._ignore(message, "own message")
+        if message.type not in _CONVERSATION_TYPES:
+            return self._ignore(message, f"system message ({message.type.name})")
+        channel_key = str(message.channel.id)
+        if not message.author.bot:
+            self._loop_guard.person_spoke(channel_key)
+        policy = self.policy_for(message.guild)
+        channel = channel_of(message.channel, message.channel.id)
+        parent = getattr(message.channel, "parent", None)
+        addressed = mentions_me(message, me, self.runtime.names) or replies_to_me(message, me)
+        facts = Facts(
+            author_is_bot=message.author.bot,
+            is_direct=message.guild is None,
+            is_thread=channel.parent_platform_id is not None,
+            addressed=addressed,
+            channel_allowed=policy.allows_channel(
+                (channel.platform_id, channel.name),
+                (channel.parent_platform_id, getattr(parent, "name", None)),
+            ),
+        )
+        reason = gate(facts, policy)
+        if reason is not None:
+            return self._ignore(message, reason)
+        if message.author.bot and not self._loop_guard.allow(channel_key, policy.max_bot_turns):
+            return self._ignore(message, "bot loop: too many bot turns in a row")
+        verdict = self.check_rate(message.author.id, policy)
+        if verdict is not Verdict.ALLOW:
+            notice = policy.rate_limit.notice if policy.rate_limit else ""
+            if verdict is Verdict.NOTIFY and notice and (addressed or facts.is_direct):
+                self.stats.sent += len(await send_reply(message, notice, policy))
+            return self._ignore(message, "rate limited")
+        await self._turn(message, policy, show_typing=addressed or facts.is_direct)
+
+    async def _turn(
+        self, message: discord.Message, policy: DiscordPolicy, *, show_typing: bool
+    ) -> None:
+        me = self.bot.user
+        assert me is not None
+        inbound = await to_message(
+            message, me=me, names=self.runtime.names, text_limit=policy.attachment_text_limit
+        )
+        typing = Typing(message.channel)
+        if show_typing:
+            typing.start()
+
+        async def on_chunk(_: str) -> None:
+            typing.start()  # not addressed: show typing once the model has decided to answer
+
+        self.stats.turns += 1
+        try:
+            result = await self.runtime.handle(inbound, on_chunk=on_chunk)
+        finally:
+            await typing.stop()
+        as_reply = True
+        for reply in result.replies:
+            sent = await send_reply(message, reply.content.text, policy, as_reply=as_reply)
+            as_reply = False
+            self.stats.sent += len(sent)
+            for part in sent:
+                self._remember(part.id, reply.id)
+
+    def _remember(self, discord_id: int, memory_id: str) -> None:
+        self._replies[discord_id] = memory_id
+        while len(self._replies) > 5000:
+            self._replies.popitem(last=False)
+
+    async def _on_raw_reaction_add(self, payload: discord.RawReactionActionEvent) -> None:
+        with self._tracked():
+            me = self.bot.user
+            if me is None or self._closing or payload.message_author_id != me.id:
+                return  # only reactions to the bot's own messages are remembered
+            user: discord.abc.User | None = payload.member or self.bot.get_user(payload.user_id)
+            if payload.user_id == me.id or (user is not None and user.bot):
+                return
+            await store_reaction(
+                self.runtime,
+                channel_id=payload.channel_id,
+                message_id=payload.message_id,
+                user_id=payload.user_id,
+                user_name=user.display_name if user is not None else str(payload.user_id),
+                emoji=str(payload.emoji),
+                reply_memory_id=self._replies.get(payload.message_id),
+            )

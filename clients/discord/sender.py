@@ -1,0 +1,102 @@
+"""Outgoing side: safe mentions, split replies sent as Discord replies, the typing indicator."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+import discord
+
+from clients.discord.config import DiscordPolicy
+from clients.discord.split import split_message
+from clients.discord.text import escape_mass_mentions
+
+__all__ = ["Typing", "allowed_mentions", "outgoing_parts", "send_reply"]
+
+log = logging.getLogger(__name__)
+
+_UNKNOWN_REFERENCE = {10008, 50035}
+"""Unknown Message / Invalid Form Body: what Discord answers when a replied-to message is gone."""
+
+
+def allowed_mentions(policy: DiscordPolicy) -> discord.AllowedMentions:
+    """Never @everyone, @here or roles; users and the replied-to author as configured."""
+    return discord.AllowedMentions(
+        everyone=False,
+        roles=False,
+        users=policy.allowed_mentions.users,
+        replied_user=policy.allowed_mentions.replied_user,
+    )
+
+
+def outgoing_parts(text: str, policy: DiscordPolicy) -> list[str]:
+    """The messages a reply text becomes: mass mentions escaped, then split to size."""
+    return split_message(escape_mass_mentions(text), policy.max_message_length)
+
+
+async def send_reply(
+    message: discord.Message, text: str, policy: DiscordPolicy, *, as_reply: bool = True
+) -> list[discord.Message]:
+    """Send ``text`` to the message's channel; the first part is a Discord reply to ``message``
+    (unless ``as_reply`` is false) that survives the original being deleted meanwhile."""
+    mentions = allowed_mentions(policy)
+    sent: list[discord.Message] = []
+    for index, part in enumerate(outgoing_parts(text, policy)):
+        kwargs: dict[str, Any] = {"allowed_mentions": mentions}
+        if index == 0 and as_reply:
+            kwargs["reference"] = message.to_reference(fail_if_not_exists=False)
+            kwargs["mention_author"] = policy.allowed_mentions.replied_user
+        try:
+            sent.append(await message.channel.send(part, **kwargs))
+        except discord.HTTPException as exc:
+            if "reference" not in kwargs or exc.code not in _UNKNOWN_REFERENCE:
+                raise
+            log.info("message %s is gone; sending the answer without a reply link", message.id)
+            sent.append(await message.channel.send(part, allowed_mentions=mentions))
+    return sent
+
+
+class Typing:
+    """Shows "<bot> is typing…" in a channel between :meth:`start` and :meth:`stop`.
+
+    Discord shows the indicator for about ten seconds, so it is renewed every ``every`` seconds.
+    Failures (no permission, a closed DM) are logged and never interrupt the turn. The first
+    indicator is always sent before :meth:`stop` returns, so it precedes the reply.
+    """
+
+    def __init__(self, channel: discord.abc.Messageable, *, every: float = 8.0) -> None:
+        self._channel = channel
+        self._every = every
+        self._first: asyncio.Task[None] | None = None
+        self._repeat: asyncio.Task[None] | None = None
+
+    @property
+    def started(self) -> bool:
+        return self._first is not None
+
+    def start(self) -> None:
+        if self._first is not None:
+            return
+        self._first = asyncio.create_task(self._send())
+        self._repeat = asyncio.create_task(self._renew())
+
+    async def stop(self) -> None:
+        if self._repeat is not None:
+            self._repeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._repeat
+        if self._first is not None:
+            await self._first
+
+    async def _send(self) -> None:
+        try:
+            await self._channel.typing()
+        except (discord.HTTPException, OSError) as exc:
+            log.debug("typing indicator failed: %s", exc)
+
+    async def _renew(self) -> None:
+        while True:
+            await asyncio.sleep(self._every)
+            await self._send()
