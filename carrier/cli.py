@@ -259,6 +259,15 @@ def run(
     raise typer.Exit(code)
 
 
+def _mount_core_commands() -> None:
+    from carrier.jobs.cli import jobs_app
+
+    app.add_typer(jobs_app, name="jobs")
+
+
+_mount_core_commands()
+
+
 def _mount_plugin_commands() -> None:
     """Command groups that adapters register under the ``carrier.cli`` entry-point group."""
     from importlib.metadata import entry_points
