@@ -234,10 +234,13 @@ def run(
     no_api: Annotated[
         bool, typer.Option("--no-api", help="Do not serve the API and console.")
     ] = False,
+    host: Annotated[str, typer.Option(help="Where the API listens.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="The API's port.")] = 8000,
 ) -> None:
-    """The main job: load personas, start each one's clients where credentials exist, and keep
-    them running until interrupted (Ctrl-C or SIGTERM)."""
+    """The main job: load personas, start each one's clients where credentials exist, run the job
+    scheduler, and serve the API and console, until Ctrl-C or SIGTERM."""
     _quiet_ml()
+    from carrier.errors import ConfigError
     from carrier.settings import load_settings
 
     settings = load_settings()
@@ -255,14 +258,55 @@ def run(
             raise typer.Exit(1)
     from carrier.run import run_main
 
-    code = asyncio.run(run_main(paths, settings=settings, serve_api=not no_api))
+    try:
+        code = asyncio.run(
+            run_main(paths, settings=settings, serve_api=not no_api, host=host, port=port)
+        )
+    except ConfigError as exc:
+        _err(f"carrier: {exc}")
+        raise typer.Exit(2) from None
     raise typer.Exit(code)
+
+
+@app.command()
+def serve(
+    host: Annotated[
+        str, typer.Option(help="Where to listen (non-loopback needs CARRIER_ADMIN_TOKEN).")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port.")] = 8000,
+) -> None:
+    """Serve the agent API and console for the agents stored in the store."""
+    _quiet_ml()
+    from carrier.errors import ConfigError
+    from carrier.run import serve_main
+    from carrier.settings import load_settings
+
+    settings = load_settings()
+    _setup_logging(settings.log_level)
+    try:
+        code = asyncio.run(serve_main(settings, host=host, port=port))
+    except ConfigError as exc:
+        _err(f"carrier: {exc}")
+        raise typer.Exit(2) from None
+    raise typer.Exit(code)
+
+
+def main() -> None:
+    # Secrets and settings may live in .env: make them visible to everything (provider SDKs,
+    # character secret references) without overriding the real environment.
+    from dotenv import load_dotenv
+
+    load_dotenv(".env", override=False)
+    _mount_plugin_commands()
+    app()
 
 
 def _mount_core_commands() -> None:
     from carrier.jobs.cli import jobs_app
+    from carrier.memory_cli import memory_app
 
     app.add_typer(jobs_app, name="jobs")
+    app.add_typer(memory_app, name="memory")
 
 
 _mount_core_commands()
@@ -279,16 +323,6 @@ def _mount_plugin_commands() -> None:
             logging.getLogger("carrier.cli").warning(
                 "command group %r not loaded: %s", ep.name, exc
             )
-
-
-def main() -> None:
-    # Secrets and settings may live in .env: make them visible to everything (provider SDKs,
-    # character secret references) without overriding the real environment.
-    from dotenv import load_dotenv
-
-    load_dotenv(".env", override=False)
-    _mount_plugin_commands()
-    app()
 
 
 if __name__ == "__main__":

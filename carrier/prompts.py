@@ -2,7 +2,8 @@
 
 Templates use ElizaOS's ``{{name}}`` placeholders and can be overridden per character through its
 ``templates`` map, under the ElizaOS names (``messageHandlerTemplate``, ``shouldRespondTemplate``,
-``factExtractionTemplate``, ``continueMessageHandlerTemplate``).
+``factExtractionTemplate``, ``continueMessageHandlerTemplate``), plus Carrier's own
+``conversationSummaryTemplate``.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ MESSAGE_HANDLER = """\
 
 ## Example conversations (for style only; these did not happen)
 {{messageExamples}}
-{{lorebook}}{{knowledge}}{{facts}}{{recalled}}{{providers}}
+{{lorebook}}{{knowledge}}{{facts}}{{roomNotes}}{{recalled}}{{summaries}}{{providers}}
 ## Available actions
 {{actions}}
 
@@ -79,11 +80,26 @@ Return a JSON array, and nothing else, of new facts stated by the people themsel
 Return [] if there are none.
 """
 
+CONVERSATION_SUMMARY = """\
+# Task: summarize part of a conversation {{agentName}} took part in, for {{agentName}}'s memory.
+Summary of what came before (for context; do not repeat it):
+{{previousSummary}}
+
+## Messages to summarize
+{{messages}}
+
+Write a short summary (at most 120 words) of these messages only: who said what that matters
+later, names, facts people shared about themselves, plans, promises, questions left open and
+decisions. Name the people. Keep specific details (names, numbers, dates) exactly. Leave out
+greetings and small talk. Answer with the summary text and nothing else.
+"""
+
 DEFAULT_TEMPLATES: dict[str, str] = {
     "messageHandlerTemplate": MESSAGE_HANDLER,
     "continueMessageHandlerTemplate": CONTINUE_HANDLER,
     "shouldRespondTemplate": SHOULD_RESPOND,
     "factExtractionTemplate": FACT_EXTRACTION,
+    "conversationSummaryTemplate": CONVERSATION_SUMMARY,
 }
 
 _PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")

@@ -1,4 +1,9 @@
-"""``carrier run``: load personas, start their clients, keep them running until SIGTERM/Ctrl-C."""
+"""``carrier run`` (the main job) and ``carrier serve`` (the API for stored agents).
+
+``run`` loads personas, starts each one's clients where credentials exist (saying which were
+skipped and why), runs the job worker and scheduler, and serves the API and console on
+127.0.0.1:8000 unless ``--no-api``, until SIGINT/SIGTERM.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +14,10 @@ import os
 import signal
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from carrier.settings import Settings
 
-__all__ = ["run_main"]
+__all__ = ["run_main", "serve_main"]
 
 log = logging.getLogger("carrier.run")
 
@@ -22,84 +26,95 @@ def _say(message: str) -> None:
     print(message, flush=True)
 
 
-def _client_config(character: Any, name: str) -> dict[str, Any]:
-    config = getattr(character, "client_config", None) or {}
-    value = config.get(name) if isinstance(config, dict) else None
-    return dict(value) if isinstance(value, dict) else {}
-
-
-async def run_main(paths: Sequence[Path], *, settings: Settings, serve_api: bool) -> int:
+async def run_main(
+    paths: Sequence[Path],
+    *,
+    settings: Settings,
+    serve_api: bool,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+) -> int:
     """Returns the process exit code."""
-    from carrier.assemble import build_runtime, default_embedder, open_store
-    from carrier.character import load_character
-    from carrier.clients import Client, ClientUnavailable, discover_clients
-    from carrier.errors import CharacterError
+    from carrier.agents import AgentManager
+    from carrier.assemble import default_embedder, open_store
+    from carrier.jobs.service import JobService
 
-    characters = []
-    for path in paths:
-        try:
-            characters.append(load_character(path))
-        except CharacterError as exc:
-            _say(f"skipped {path}: {exc}")
-    if not characters:
-        _say(
-            "no persona could be loaded; fix the files above (carrier validate PATH shows every problem)"
-        )
-        return 1
+    if serve_api:
+        from carrier.api import check_bind
 
+        check_bind(host, settings)  # refuse a public bind without a token before loading anything
     store = await open_store(settings)
-    runtimes = []
-    clients: list[Client] = []
+    manager = AgentManager(
+        store=store, embedder=default_embedder(), settings=settings, environ=os.environ
+    )
+    jobs = JobService.sqlite(settings.store_path)
     try:
-        embedder = default_embedder()
-        factories = discover_clients()
-        for character in characters:
-            runtime, choice = build_runtime(
-                character, settings=settings, store=store, embedder=embedder, environ=os.environ
-            )
-            interrupted = await runtime.start()
-            runtimes.append(runtime)
-            _say(f"{character.name} ({runtime.agent_id}): {choice.description}")
-            if interrupted:
-                _say(f"  {interrupted} message(s) interrupted by the last stop were marked failed")
-            wanted = [str(c).lower() for c in (getattr(character, "clients", None) or [])]
-            if not wanted:
-                _say("  no clients listed in the character (add e.g. clients: [discord])")
-            for name in wanted:
-                factory = factories.get(name)
-                if factory is None:
-                    _say(f"  skipped {name}: no '{name}' client is installed in this version")
-                    continue
-                try:
-                    client = factory(runtime, _client_config(character, name), os.environ)
-                    await client.start()
-                except ClientUnavailable as exc:
-                    _say(f"  skipped {name}: {exc}")
-                    continue
-                clients.append(client)
+        reports = await manager.load_files(paths)
+        started = 0
+        clients = 0
+        for report in reports:
+            if report.error or report.status is None:
+                _say(f"skipped {report.path}: {report.error}")
+                continue
+            status = report.status
+            started += 1
+            clients += len(status.clients)
+            _say(f"{status.record.name} ({status.record.id}): {status.model}")
+            if status.interrupted:
+                _say(
+                    f"  {status.interrupted} message(s) interrupted by the last stop were marked failed"
+                )
+            for name in status.clients:
                 _say(f"  started {name}")
-        if serve_api:
+            for name, why in status.skipped.items():
+                _say(f"  skipped {name}: {why}")
+        if not started:
             _say(
-                "the agent API and web console are not part of this version yet; use --no-api to silence this"
+                "no persona could be loaded; fix the files above (carrier validate PATH shows every problem)"
             )
-        if not clients:
+            return 1
+        await jobs.start()
+        if serve_api:
+            from carrier.api import api_server
+
+            async with api_server(manager, settings, host=host, port=port) as url:
+                _say(f"agent API and console on {url} (Ctrl-C to stop)")
+                await _wait_for_stop()
+        elif clients:
+            _say("running (Ctrl-C to stop)")
+            await _wait_for_stop()
+        else:
             _say(
-                "nothing left to run: no client started. Set the platform credentials named above, "
-                "or talk to a persona with: carrier chat " + str(paths[0])
+                "nothing left to run: no client started and the API is off (--no-api). Set the "
+                "platform credentials named above, or talk to a persona with: carrier chat "
+                + str(paths[0])
             )
             return 0
-        await _wait_for_stop()
         _say("stopping")
         return 0
     finally:
-        for client in clients:
-            try:
-                await client.stop()
-            except Exception:
-                log.exception("client %s did not stop cleanly", client.name)
-        for runtime in runtimes:
-            await runtime.stop()
+        await jobs.stop(grace_s=30)
+        await manager.close()
         await store.close()
+
+
+async def serve_main(settings: Settings, *, host: str, port: int) -> int:
+    """Serve the API and console for the agents stored in the Store (``carrier serve``)."""
+    from carrier.agents import AgentManager
+    from carrier.api import check_bind, serve
+    from carrier.assemble import default_embedder, open_store
+
+    check_bind(host, settings)
+    store = await open_store(settings)
+    manager = AgentManager(
+        store=store, embedder=default_embedder(), settings=settings, environ=os.environ
+    )
+    try:
+        await serve(manager, settings, host=host, port=port)  # uvicorn handles SIGINT/SIGTERM
+    finally:
+        await manager.close()
+        await store.close()
+    return 0
 
 
 async def _wait_for_stop() -> None:

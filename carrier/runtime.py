@@ -16,6 +16,7 @@ from typing import Any
 
 from carrier.builtin.actions import builtin_actions
 from carrier.builtin.evaluators import FactExtractor
+from carrier.builtin.memory_actions import memory_plugin
 from carrier.builtin.providers import builtin_providers
 from carrier.llm.base import ChatMessage, ModelProvider, ModelRequest
 from carrier.llm.parse import ParsedResponse, format_instructions, parse_response
@@ -91,6 +92,8 @@ class AgentRuntime:
         recall_k: int = 6,
         fact_interval: int = 4,
         ignore: Sequence[str] = (),
+        summary_threshold: int = 20,
+        memory_tools: bool = False,
     ) -> None:
         self.character = character
         self.agent_id: str = character.agent_id
@@ -108,6 +111,13 @@ class AgentRuntime:
                 evaluators=[FactExtractor(interval=fact_interval).as_evaluator()],
                 providers=builtin_providers(),
                 description="Carrier's built-in actions, evaluators and context providers.",
+            )
+        )
+        # Summaries of what leaves the recent window (every `summary_threshold` messages; 0 = off);
+        # the memory tools only when asked for, as offering tools turns off streaming.
+        self.registry.register(
+            memory_plugin(
+                window=recent_messages, summary_threshold=summary_threshold, tools=memory_tools
             )
         )
         for plugin in plugins:

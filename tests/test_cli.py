@@ -165,3 +165,61 @@ def test_cli_chat_uses_litellm_with_a_local_endpoint(tmp_path: Path) -> None:
     bodies = [r.body for r in server.requests]
     assert bodies and bodies[0]["model"] == "local-test"
     assert "You are Harbor" in json.dumps(bodies[0]["messages"])
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.slow
+def test_cli_run_serves_api_and_stops_on_sigterm(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    import httpx
+
+    port = _free_port()
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.endswith("_API_KEY") and not k.startswith("CARRIER_")
+    }
+    env.update({"CARRIER_DATA_DIR": str(tmp_path), "HF_HUB_OFFLINE": "1"})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "carrier", "run", "characters/harbor.yaml", "--port", str(port)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 120
+        while True:
+            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+            try:
+                if httpx.get(f"{base}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "the API did not come up"
+            time.sleep(0.3)
+        agents = httpx.get(f"{base}/agents", timeout=10).json()
+        harbor = next(a for a in agents if a["name"] == "Harbor")
+        reply = httpx.post(
+            f"{base}/{harbor['id']}/message", json={"text": "who are you?"}, timeout=60
+        )
+        assert reply.status_code == 200, reply.text
+        assert "Harbor" in reply.json()["reply"]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, out
+    assert "Harbor (" in out and "skipped discord: DISCORD_API_TOKEN" in out
+    assert "agent API and console on http://127.0.0.1:" in out
+    assert "stopping" in out

@@ -48,10 +48,15 @@ def _stamp(when: datetime) -> str:
 
 
 def format_memories(memories: list[Memory]) -> str:
-    """``[time] Name: text`` lines; attachments are listed by title."""
+    """``[time] Name: text`` lines; attachments are listed by title; a conversation summary is
+    ``[time] (summary of N messages) text``, dated at the last message it covers."""
     lines = []
     for m in memories:
         text = m.content.text
+        if m.kind is MemoryKind.SUMMARY:
+            n = m.content.metadata.get("messages", "earlier")
+            lines.append(f"[{_stamp(m.created_at)}] (summary of {n} messages) {text}")
+            continue
         if m.content.attachments:
             names = ", ".join(a.title or a.content_type or "file" for a in m.content.attachments)
             text = f"{text} [attachments: {names}]".strip()

@@ -1,0 +1,98 @@
+"""The FastAPI application: routes, auth, limits, CORS and error handling in one place.
+
+``create_app(manager, settings)`` builds it; the manager (and its store) belong to the caller,
+who starts and closes them (``carrier serve``, ``carrier run``, tests). Extra routers (the
+``/tools`` routes, the web console) are passed as ``routers=`` or appended to ``ROUTERS``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from fastapi import APIRouter, FastAPI
+from fastapi.middleware.cors import CORSMiddleware
+
+from carrier.agents import AgentManager
+from carrier.api.auth import Authenticator, TokenStore
+from carrier.api.bodies import BodyLimitMiddleware
+from carrier.api.errors import install_error_handlers
+from carrier.api.metrics import Metrics
+from carrier.api.ratelimit import RateLimiter
+from carrier.api.routes import agents, clients, health, media, memories, messages, tokens
+from carrier.api.settings import ApiSettings, load_api_settings
+from carrier.api.state import ApiState
+from carrier.settings import Settings
+
+__all__ = ["ROUTERS", "create_app"]
+
+ROUTERS: list[APIRouter] = [
+    agents.router,
+    messages.router,
+    media.router,
+    memories.router,
+    clients.router,
+    tokens.router,
+    health.router,
+]
+"""The built-in route groups, in the order they are mounted."""
+
+DESCRIPTION = """\
+Create, configure, start and stop Carrier agents, talk to them and search their memories.
+
+Authenticate with `Authorization: Bearer <token>`: the admin token (`CARRIER_ADMIN_TOKEN`) may do
+everything; a per-agent token (`POST /tokens`) may message one agent, upload its media and read it
+and its memories. Without `CARRIER_ADMIN_TOKEN` the server listens on loopback only and requests
+from loopback without a token act as admin.
+"""
+
+
+def create_app(
+    manager: AgentManager,
+    settings: Settings,
+    *,
+    api_settings: ApiSettings | None = None,
+    routers: Sequence[APIRouter] = (),
+    metrics: Metrics | None = None,
+) -> FastAPI:
+    """The API for ``manager``'s agents. ``routers`` are mounted after the built-in ones."""
+    api_settings = api_settings or load_api_settings(manager.environ)
+    metrics = metrics or Metrics()
+    manager.add_plugin(metrics.plugin())
+    tokens = TokenStore(store=manager.store, ttl=api_settings.token_cache_seconds)
+    app = FastAPI(
+        title="Carrier agent API",
+        version="0.1.0",
+        description=DESCRIPTION,
+    )
+    app.state.api = ApiState(
+        manager=manager,
+        settings=settings,
+        api_settings=api_settings,
+        tokens=tokens,
+        metrics=metrics,
+    )
+    app.state.metrics = metrics
+    app.state.auth = Authenticator(
+        admin_token=settings.admin_token,
+        tokens=tokens,
+        limiter=RateLimiter(rate=api_settings.rate_per_minute / 60, burst=api_settings.rate_burst),
+    )
+    install_error_handlers(app)
+    # Middleware runs outermost-last-added: CORS answers preflights before the body limit reads
+    # anything; the body limit wraps every route.
+    app.add_middleware(
+        BodyLimitMiddleware,
+        max_json=api_settings.max_json_bytes,
+        max_upload=api_settings.max_upload_bytes,
+    )
+    if api_settings.cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=api_settings.cors_origins,
+            allow_methods=["GET", "POST", "PUT", "DELETE"],
+            allow_headers=["Authorization", "Content-Type", "Accept"],
+            max_age=600,
+        )
+    for router in [*ROUTERS, *routers]:
+        app.include_router(router)
+    return app

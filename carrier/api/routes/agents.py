@@ -1,0 +1,113 @@
+"""``/agents``: create, list, read, edit, delete, start and stop agents."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Path, Request, Response
+
+from carrier.api._secrets import keep_secret_refs
+from carrier.api.auth import Principal, admin_only, agent_access
+from carrier.api.characters import CHARACTER_BODY, character_from_request
+from carrier.api.errors import error_responses
+from carrier.api.schemas import ID_PATTERN, AgentOut
+from carrier.api.state import ApiState, agent_out, api_state
+from carrier.character import character_data, parse_character
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/agents", tags=["agents"], responses=error_responses(401, 429))
+
+AgentId = Annotated[str, Path(pattern=ID_PATTERN, description="The agent's id.")]
+State = Annotated[ApiState, Depends(api_state)]
+Admin = Annotated[Principal, Depends(admin_only)]
+AgentAccess = Annotated[Principal, Depends(agent_access)]
+
+
+@router.post(
+    "",
+    status_code=201,
+    response_model=AgentOut,
+    summary="Create an agent from a character",
+    responses=error_responses(400, 403, 409, 413, 415, 422),
+    openapi_extra=CHARACTER_BODY,
+)
+async def create_agent(request: Request, state: State, _: Admin) -> AgentOut:
+    """The body is a character as JSON, YAML or an uploaded file. Every problem comes back at
+    once with its field path (and the file name, for uploads). The agent is created stopped."""
+    character = await character_from_request(request)
+    record = await state.manager.create(character)
+    return agent_out(await state.manager.status(record.id), state)
+
+
+@router.get(
+    "", response_model=list[AgentOut], summary="List agents", responses=error_responses(403)
+)
+async def list_agents(state: State, _: Admin) -> list[AgentOut]:
+    return [
+        agent_out(await state.manager.status(record.id), state)
+        for record in await state.manager.list()
+    ]
+
+
+@router.get(
+    "/{agent_id}",
+    response_model=AgentOut,
+    summary="Read an agent",
+    responses=error_responses(403, 404, 422),
+)
+async def get_agent(agent_id: AgentId, state: State, _: AgentAccess) -> AgentOut:
+    return agent_out(await state.manager.status(agent_id), state)
+
+
+@router.put(
+    "/{agent_id}",
+    response_model=AgentOut,
+    summary="Replace an agent's character",
+    responses=error_responses(400, 403, 404, 413, 415, 422),
+    openapi_extra=CHARACTER_BODY,
+)
+async def put_agent(agent_id: AgentId, request: Request, state: State, _: Admin) -> AgentOut:
+    """A running agent uses the new character from its next turn. Secret references are never
+    shown; leave them out to keep the stored ones (set one to ``""`` to clear it)."""
+    character = await character_from_request(request)
+    old = await state.manager.get(agent_id)
+    data = keep_secret_refs(character_data(character), old.character)
+    character = parse_character(data, source=character.source)
+    await state.manager.update(agent_id, character)
+    return agent_out(await state.manager.status(agent_id), state)
+
+
+@router.delete(
+    "/{agent_id}",
+    status_code=204,
+    response_class=Response,
+    summary="Delete an agent and all its data",
+    responses=error_responses(403, 404, 422),
+)
+async def delete_agent(agent_id: AgentId, state: State, _: Admin) -> Response:
+    """Stops the agent, then deletes it, its memories, uploads and tokens."""
+    await state.manager.delete(agent_id)
+    await state.tokens.delete_for_agent(agent_id)
+    return Response(status_code=204)
+
+
+@router.post(
+    "/{agent_id}/start",
+    response_model=AgentOut,
+    summary="Start an agent and its clients",
+    responses=error_responses(403, 404, 422),
+)
+async def start_agent(agent_id: AgentId, state: State, _: Admin) -> AgentOut:
+    """Clients that cannot start are listed in ``skipped_clients`` with the reason."""
+    return agent_out(await state.manager.start(agent_id), state)
+
+
+@router.post(
+    "/{agent_id}/stop",
+    response_model=AgentOut,
+    summary="Stop an agent and its clients",
+    responses=error_responses(403, 404, 422),
+)
+async def stop_agent(agent_id: AgentId, state: State, _: Admin) -> AgentOut:
+    return agent_out(await state.manager.stop(agent_id), state)

@@ -1,0 +1,129 @@
+"""An agent's memories: search and list them, and forget a person."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Path, Query
+
+from carrier.api.auth import Principal, admin_only, agent_access
+from carrier.api.errors import error_responses
+from carrier.api.routes.agents import AgentId
+from carrier.api.schemas import ID_PATTERN, ForgetOut, IsoDatetime, MemoryOut, MemoryPage
+from carrier.api.state import ApiState, api_state
+from carrier.memory.rights import entity_id_for
+from carrier.types import Memory, MemoryKind
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/agents", tags=["memories"], responses=error_responses(401, 429))
+
+State = Annotated[ApiState, Depends(api_state)]
+
+
+def _out(memory: Memory, score: float | None = None) -> MemoryOut:
+    content = memory.content
+    return MemoryOut(
+        id=memory.id,
+        room_id=memory.room_id,
+        entity_id=memory.entity_id,
+        kind=memory.kind,
+        status=memory.status,
+        text=content.text,
+        actions=content.actions,
+        source=content.source,
+        in_reply_to=content.in_reply_to,
+        metadata=content.metadata,
+        created_at=memory.created_at,
+        score=score,
+    )
+
+
+@router.get(
+    "/{agent_id}/memories",
+    response_model=MemoryPage,
+    summary="Search or list an agent's memories",
+    responses=error_responses(403, 404, 422),
+)
+async def list_memories(
+    agent_id: AgentId,
+    state: State,
+    _: Annotated[Principal, Depends(agent_access)],
+    q: Annotated[
+        str | None, Query(max_length=2000, description="Search by meaning (best first).")
+    ] = None,
+    room_id: Annotated[str | None, Query(pattern=ID_PATTERN)] = None,
+    kind: MemoryKind | None = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    before: Annotated[
+        IsoDatetime | None, Query(description="Only memories created before this (a cursor).")
+    ] = None,
+    offset: Annotated[int, Query(ge=0, le=10_000)] = 0,
+) -> MemoryPage:
+    """Without ``q``: newest first; page with ``next_before`` (or ``offset``). With ``q``: the
+    closest by meaning, with their score; page with ``next_offset``."""
+    await state.manager.get(agent_id)
+    store = state.manager.store
+    kinds = [kind] if kind is not None else None
+    if q:
+        embedder = state.manager.embedder
+        hits = await store.search_memories(
+            agent_id=agent_id,
+            embedding=(await embedder.embed_one(q)).tolist(),
+            embedding_model=embedder.model_id,
+            k=offset + limit + 1,
+            room_id=room_id,
+            kinds=kinds,
+        )
+        page = hits[offset : offset + limit]
+        more = len(hits) > offset + limit
+        return MemoryPage(
+            items=[_out(h.memory, h.score) for h in page],
+            next_offset=offset + limit if more else None,
+        )
+    found = await store.get_memories(
+        agent_id=agent_id, room_id=room_id, kinds=kinds, before=before, limit=offset + limit + 1
+    )
+    page_memories = found[offset : offset + limit]
+    more = len(found) > offset + limit
+    return MemoryPage(
+        items=[_out(m) for m in page_memories],
+        next_before=page_memories[-1].created_at if more and page_memories else None,
+        next_offset=offset + limit if more else None,
+    )
+
+
+@router.delete(
+    "/{agent_id}/entities/{entity_id}/memories",
+    response_model=ForgetOut,
+    summary="Forget a person",
+    responses=error_responses(403, 404, 422),
+)
+async def forget_entity(
+    agent_id: AgentId,
+    entity_id: Annotated[str, Path(pattern=ID_PATTERN)],
+    state: State,
+    _: Annotated[Principal, Depends(admin_only)],
+    platform: Annotated[
+        str | None,
+        Query(
+            pattern=r"^[a-z][a-z0-9_-]{0,31}$",
+            description="Given, `entity_id` is the person's id on this platform "
+            "(e.g. a Discord user id with `discord`) instead of a Carrier entity id.",
+        ),
+    ] = None,
+) -> ForgetOut:
+    """Delete the messages the person sent, the facts about them, the agent's replies to them and
+    the summaries that retell them. Returns how many memories of each kind went."""
+    if platform is not None:
+        entity_id = entity_id_for(agent_id, platform, entity_id)
+    report = await state.manager.forget(agent_id, entity_id)
+    return ForgetOut(
+        entity_id=entity_id,
+        deleted=report.total,
+        messages=report.messages,
+        facts=report.facts,
+        replies=report.replies,
+        summaries=report.summaries,
+        other=report.other,
+    )

@@ -1,0 +1,232 @@
+"""``POST /{agent_id}/message``: talk to a running agent, as JSON or as server-sent events."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import StreamingResponse
+from pydantic import ValidationError
+from starlette.responses import Response
+
+from carrier.api.auth import Principal, agent_access
+from carrier.api.bodies import (
+    form_file,
+    form_text,
+    media_type,
+    read_form,
+    read_text,
+    save_upload,
+)
+from carrier.api.errors import ApiError, error_responses
+from carrier.api.routes.agents import AgentId
+from carrier.api.schemas import MessageIn, MessageOut, ProblemOut, ReplyOut, UsageOut
+from carrier.api.state import ApiState, api_state
+from carrier.errors import ProviderError
+from carrier.runtime import TurnResult
+from carrier.types import Attachment, Author, Channel, Message, RoomKind
+
+__all__ = ["router"]
+
+log = logging.getLogger(__name__)
+
+router = APIRouter(tags=["messages"], responses=error_responses(401, 429))
+
+_MESSAGE_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {"schema": MessageIn.model_json_schema()},
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "properties": {
+                        **MessageIn.model_json_schema()["properties"],
+                        "file": {"type": "string", "format": "binary"},
+                    },
+                }
+            },
+        },
+    }
+}
+_STREAM_DOC = (
+    "With `Accept: text/event-stream` the reply streams as server-sent events: `event: chunk` "
+    "(data: a JSON string, the next piece of text), then `event: done` (data: the JSON body "
+    "below), or `event: error` (data: an error body)."
+)
+
+
+@router.post(
+    "/{agent_id}/message",
+    response_model=MessageOut,
+    summary="Send a message to a running agent",
+    description=_STREAM_DOC,
+    responses={
+        200: {"content": {"text/event-stream": {"schema": {"type": "string"}}}},
+        **error_responses(400, 403, 404, 409, 413, 415, 422, 502),
+    },
+    openapi_extra=_MESSAGE_BODY,
+)
+async def post_message(
+    agent_id: AgentId,
+    request: Request,
+    state: Annotated[ApiState, Depends(api_state)],
+    who: Annotated[Principal, Depends(agent_access)],
+    include_thought: Annotated[
+        bool, Query(description="Include the model's private thought (admin token only).")
+    ] = False,
+) -> Response | MessageOut:
+    if include_thought and not who.admin:
+        raise ApiError(403, "forbidden", "include_thought needs the admin token")
+    await state.manager.get(agent_id)
+    runtime = state.manager.runtime(agent_id)
+    body, attachment = await _read_message(request, state, agent_id)
+    user = body.user_id or who.name
+    message = Message(
+        platform="api",
+        author=Author(platform_id=user, name=body.user_name or user),
+        channel=Channel(platform_id=body.room_id or f"api:{user}", kind=RoomKind.API),
+        text=body.text,
+        attachments=[attachment] if attachment is not None else [],
+    )
+    if "text/event-stream" in request.headers.get("accept", ""):
+        return _stream(state, runtime.handle, message, include_thought)
+    try:
+        result = await runtime.handle(message)
+    except Exception:
+        state.metrics.error("turn")
+        raise
+    return _out(result, include_thought)
+
+
+async def _read_message(
+    request: Request, state: ApiState, agent_id: str
+) -> tuple[MessageIn, Attachment | None]:
+    kind = media_type(request)
+    if kind == "multipart/form-data":
+        form = await read_form(request)
+        fields = {
+            name: form_text(form, name, max_length=20_000)
+            for name in ("text", "user_id", "user_name", "room_id")
+        }
+        body = _validate({k: v for k, v in fields.items() if v is not None})
+        upload = form_file(form, "file")
+        if upload is None:
+            return body, None
+        folder = state.settings.data_dir / "uploads" / agent_id
+        saved = await save_upload(upload, folder)
+        cap = state.api_settings.attachment_text_chars
+        attachment = Attachment(
+            id=saved.id,
+            path=str(saved.path),
+            title=saved.file_name,
+            content_type=saved.content_type,
+            size=saved.size,
+            text=await asyncio.to_thread(read_text, saved, cap),
+        )
+        return body, attachment
+    if kind == "application/json" or kind.endswith("+json"):
+        raw = await request.body()
+        try:
+            data = json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ApiError(
+                422,
+                "invalid_json",
+                f"the body is not valid JSON: {exc}",
+                problems=[ProblemOut(path="body", message="invalid JSON")],
+            ) from None
+        return _validate(data), None
+    raise ApiError(
+        415,
+        "unsupported_media_type",
+        f"cannot read a message from {kind or 'a body without Content-Type'}; send "
+        "application/json or multipart/form-data",
+    )
+
+
+def _validate(data: Any) -> MessageIn:
+    try:
+        return MessageIn.model_validate(data)
+    except ValidationError as exc:
+        problems = [
+            ProblemOut(
+                path=".".join(["body", *(str(p) for p in err["loc"])]),
+                message=err["msg"],
+            )
+            for err in exc.errors(include_url=False, include_input=False)
+        ]
+        where = ", ".join(p.path for p in problems)
+        raise ApiError(
+            422, "invalid_request", f"invalid message at {where}", problems=problems
+        ) from None
+
+
+def _out(result: TurnResult, include_thought: bool) -> MessageOut:
+    return MessageOut(
+        reply=result.text,
+        replies=[
+            ReplyOut(
+                id=m.id,
+                text=m.content.text,
+                actions=m.content.actions,
+                attachments=[
+                    a.model_dump(mode="json", exclude={"path"}) for a in m.content.attachments
+                ],
+            )
+            for m in result.replies
+        ],
+        actions=json.loads(json.dumps(result.actions, default=str)),
+        thought=(result.thought or None) if include_thought else None,
+        status=result.status,
+        reason=result.reason,
+        offline=result.offline,
+        usage=UsageOut(**result.usage.model_dump()),
+        message_id=result.inbound_id,
+    )
+
+
+def _sse(event: str, data: str) -> str:
+    return f"event: {event}\ndata: {data}\n\n"
+
+
+def _stream(state: ApiState, handle: Any, message: Message, include_thought: bool) -> Response:
+    queue: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
+
+    async def on_chunk(piece: str) -> None:
+        await queue.put(("chunk", json.dumps(piece)))
+
+    async def run() -> None:
+        try:
+            result = await handle(message, on_chunk=on_chunk)
+        except Exception as exc:
+            state.metrics.error("turn")
+            if isinstance(exc, ProviderError):
+                error = {"error": "provider_failed", "message": f"the model provider failed: {exc}"}
+            else:
+                log.exception("turn failed while streaming")
+                error = {
+                    "error": "internal_error",
+                    "message": "the turn failed; see the server log",
+                }
+            await queue.put(("error", json.dumps(error)))
+            return
+        await queue.put(("done", _out(result, include_thought).model_dump_json()))
+
+    # The turn runs on its own: a client that goes away does not cancel it, so its reply is
+    # still recorded once.
+    state.keep(asyncio.create_task(run()))
+
+    async def events() -> AsyncIterator[str]:
+        while True:
+            event, data = await queue.get()
+            yield _sse(event, data)
+            if event != "chunk":
+                return
+
+    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+    return StreamingResponse(events(), media_type="text/event-stream", headers=headers)

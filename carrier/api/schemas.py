@@ -1,0 +1,208 @@
+"""Request and response bodies of the agent API (they make the OpenAPI schema)."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+
+from carrier.types import MemoryKind, MemoryStatus
+
+__all__ = [
+    "AgentOut",
+    "ClientConfigOut",
+    "ErrorBody",
+    "ForgetOut",
+    "HealthOut",
+    "MediaOut",
+    "MemoryOut",
+    "MemoryPage",
+    "MessageIn",
+    "MessageOut",
+    "ProblemOut",
+    "TokenCreated",
+    "TokenIn",
+    "TokenOut",
+]
+
+ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$"
+"""Agent, entity and room ids: UUIDs, or any short name of letters, digits, ``_ . -``."""
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$"
+_ISO = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?([Zz]|[+-]\d{2}:?\d{2})?$")
+
+
+def _iso_only(value: Any) -> Any:
+    if isinstance(value, str) and not _ISO.match(value.strip()):
+        raise ValueError("expected an ISO 8601 date-time, e.g. 2026-05-01T09:30:00Z")
+    return value
+
+
+IsoDatetime = Annotated[datetime, BeforeValidator(_iso_only)]
+"""A date-time given as ISO 8601 text (pydantic alone would also take numbers as Unix times)."""
+
+
+class ProblemOut(BaseModel):
+    path: str
+    """Field path (``messageExamples.0.1.content.text``, ``body.text``); ``""`` for the whole."""
+    message: str
+    file: str | None = None
+    """The uploaded file the problem is in, for uploads."""
+
+
+class ErrorBody(BaseModel):
+    error: str
+    """A short machine-readable code (``agent_not_found``, ``invalid_character``, ...)."""
+    message: str
+    problems: list[ProblemOut] = Field(default_factory=list)
+
+
+class AgentOut(BaseModel):
+    id: str
+    name: str
+    status: str
+    """As stored: ``running`` or ``stopped`` (another process may run it)."""
+    running: bool
+    """Whether it runs in this process."""
+    model: str | None = None
+    offline: bool | None = None
+    clients: list[str] = Field(default_factory=list)
+    skipped_clients: dict[str, str] = Field(default_factory=dict)
+    secrets: dict[str, Literal["set", "unset"]] = Field(default_factory=dict)
+    """Each secret the character names: whether its environment variable is set here."""
+    character: dict[str, Any]
+    """The character (camelCase), with secret references left out."""
+    created_at: datetime
+    updated_at: datetime
+
+
+class MessageIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = Field(default="", max_length=20_000)
+    user_id: str | None = Field(default=None, min_length=1, max_length=128)
+    user_name: str | None = Field(default=None, min_length=1, max_length=128)
+    room_id: str | None = Field(default=None, min_length=1, max_length=128)
+
+
+class ReplyOut(BaseModel):
+    id: str
+    text: str
+    actions: list[str] = Field(default_factory=list)
+    attachments: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class UsageOut(BaseModel):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    calls: int = 0
+
+
+class MessageOut(BaseModel):
+    reply: str
+    """All reply texts, joined by blank lines (empty when the agent did not answer)."""
+    replies: list[ReplyOut]
+    actions: list[dict[str, Any]]
+    thought: str | None = None
+    """Only with ``?include_thought=true`` and the admin token."""
+    status: MemoryStatus
+    reason: str | None = None
+    offline: bool
+    usage: UsageOut
+    message_id: str
+    """The stored inbound message."""
+
+
+class MemoryOut(BaseModel):
+    id: str
+    room_id: str
+    entity_id: str
+    kind: MemoryKind
+    status: MemoryStatus
+    text: str
+    actions: list[str] = Field(default_factory=list)
+    source: str | None = None
+    in_reply_to: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    created_at: datetime
+    score: float | None = None
+    """Similarity to ``q`` (cosine), for searches."""
+
+
+class MemoryPage(BaseModel):
+    items: list[MemoryOut]
+    next_before: datetime | None = None
+    """Pass as ``before`` for the next page (listing without ``q``)."""
+    next_offset: int | None = None
+    """Pass as ``offset`` for the next page."""
+
+
+class ForgetOut(BaseModel):
+    entity_id: str
+    deleted: int
+    """All memories deleted; the kinds follow."""
+    messages: int = 0
+    facts: int = 0
+    replies: int = 0
+    """The agent's replies to the person's messages."""
+    summaries: int = 0
+    other: int = 0
+
+
+class ClientConfigOut(BaseModel):
+    client_id: str
+    config: dict[str, Any]
+    """Stored configuration; values of secret-looking keys are shown as ``set``/``unset``."""
+    validated: bool
+    """Whether the client's own schema checked it (else any JSON object is accepted)."""
+    applied_to: list[str] = Field(default_factory=list)
+    """Agents whose running client took the new configuration now."""
+
+
+class TokenIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=NAME_PATTERN)
+    agent_id: str = Field(pattern=ID_PATTERN)
+    """The one agent the token may use."""
+
+
+class TokenOut(BaseModel):
+    name: str
+    agent_id: str
+    created_at: datetime
+
+
+class TokenCreated(TokenOut):
+    token: str
+    """The bearer token; shown this once, stored only as a hash."""
+
+
+class AgentHealth(BaseModel):
+    id: str
+    name: str
+    model: str | None
+    offline: bool | None
+
+
+class HealthOut(BaseModel):
+    status: Literal["ok", "degraded"]
+    store: str
+    """``ok``, or what failed."""
+    agents: list[AgentHealth] | None = None
+    """Running agents and their model (admin only)."""
+
+
+class MediaOut(BaseModel):
+    id: str
+    agent_id: str
+    file_name: str
+    content_type: str | None
+    size: int
+    caption: str | None
+    publish_at: datetime | None
+    status: str
+    """``received``: stored, waiting for a publisher."""
+    message: str

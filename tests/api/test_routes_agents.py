@@ -1,0 +1,154 @@
+"""``/agents``: create from JSON, YAML or an upload; validation problems; secrets never shown."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+
+from carrier.agents import AgentManager
+from tests.api.conftest import CHARACTER, HARBOR, create_running
+
+
+async def test_agents_create_from_json_masks_secret_references(client: httpx.AsyncClient) -> None:
+    response = await client.post("/agents", json=CHARACTER)
+    assert response.status_code == 201, response.text
+    body = response.json()
+    assert body["name"] == "Pilot" and body["status"] == "stopped" and body["running"] is False
+    assert body["secrets"] == {"OPENAI_API_KEY": "unset"}
+    assert "$PILOT_OPENAI_KEY" not in response.text
+    assert "secrets" not in body["character"].get("settings", {})
+
+    again = await client.post("/agents", json=CHARACTER)
+    assert again.status_code == 409
+    assert again.json()["error"] == "agent_exists"
+
+
+async def test_agents_secret_status_follows_the_environment(
+    make_manager, settings, api_settings, make_client
+) -> None:
+    from carrier.api import create_app
+
+    manager = make_manager(settings, environ={"PILOT_OPENAI_KEY": "sk-real"})
+    async with make_client(create_app(manager, settings, api_settings=api_settings)) as client:
+        response = await client.post("/agents", json=CHARACTER)
+    assert response.json()["secrets"] == {"OPENAI_API_KEY": "set"}
+    assert "sk-real" not in response.text
+
+
+async def test_agents_create_from_yaml_body(client: httpx.AsyncClient) -> None:
+    response = await client.post(
+        "/agents",
+        content=HARBOR.read_bytes(),
+        headers={"Content-Type": "application/yaml"},
+    )
+    assert response.status_code == 201, response.text
+    body = response.json()
+    assert body["name"] == "Harbor"
+    assert set(body["secrets"]) == {"DISCORD_API_TOKEN", "DISCORD_APPLICATION_ID", "OPENAI_API_KEY"}
+    assert "$DISCORD_API_TOKEN" not in response.text
+
+
+async def test_agents_create_from_upload(client: httpx.AsyncClient) -> None:
+    files = {"file": ("harbor.yaml", HARBOR.read_bytes(), "application/yaml")}
+    response = await client.post("/agents", files=files)
+    assert response.status_code == 201, response.text
+    assert response.json()["name"] == "Harbor"
+
+
+async def test_agents_invalid_upload_lists_every_problem_with_path_and_file(
+    client: httpx.AsyncClient,
+) -> None:
+    bad = {
+        "name": "",
+        "bio": 5,
+        "settings": {"secrets": {"OPENAI_API_KEY": "sk-pasted-literal-secret-123456"}},
+    }
+    files = {"file": ("bad.json", json.dumps(bad).encode(), "application/json")}
+    response = await client.post("/agents", files=files)
+    assert response.status_code == 422
+    body = response.json()
+    assert body["error"] == "invalid_character"
+    paths = {p["path"] for p in body["problems"]}
+    assert {"name", "bio", "settings.secrets.OPENAI_API_KEY"} <= paths
+    assert {p["file"] for p in body["problems"]} == {"bad.json"}
+    assert "sk-pasted" not in response.text
+
+
+async def test_agents_syntax_error_and_wrong_content_type(client: httpx.AsyncClient) -> None:
+    response = await client.post(
+        "/agents", content=b"name: [unclosed", headers={"Content-Type": "application/yaml"}
+    )
+    assert response.status_code == 422
+    assert "invalid YAML at line 1" in response.json()["problems"][0]["message"]
+    response = await client.post("/agents", content=b"x", headers={"Content-Type": "text/csv"})
+    assert response.status_code == 415
+    assert "application/json" in response.json()["message"]
+    response = await client.post("/agents", json=[1, 2])
+    assert response.status_code == 422
+    assert "expected an object" in response.json()["problems"][0]["message"]
+
+
+async def test_agents_put_edits_running_agent_and_keeps_secret_refs(
+    client: httpx.AsyncClient, manager: AgentManager
+) -> None:
+    agent_id = await create_running(client)
+    runtime = manager.runtime(agent_id)
+    shown = (await client.get(f"/agents/{agent_id}")).json()
+    edited = {**shown["character"], "name": "Captain", "bio": ["Captain flies jets."]}
+
+    response = await client.put(f"/agents/{agent_id}", json=edited)
+
+    assert response.status_code == 200, response.text
+    assert response.json()["name"] == "Captain" and response.json()["id"] == agent_id
+    assert manager.runtime(agent_id) is runtime and runtime.character.name == "Captain"
+    stored = (await manager.get(agent_id)).character
+    assert stored["settings"]["secrets"] == {"OPENAI_API_KEY": "$PILOT_OPENAI_KEY"}
+    wrong = await client.put(f"/agents/{agent_id}", json={**edited, "id": "someone-else"})
+    assert wrong.status_code == 422 and "does not match" in wrong.json()["message"]
+
+
+async def test_agents_list_start_stop_delete(client: httpx.AsyncClient) -> None:
+    agent_id = await create_running(client)
+    listed = (await client.get("/agents")).json()
+    assert [(a["id"], a["running"]) for a in listed] == [(agent_id, True)]
+    assert listed[0]["model"] == "using function"
+
+    stopped = await client.post(f"/agents/{agent_id}/stop")
+    assert stopped.json()["running"] is False and stopped.json()["status"] == "stopped"
+    message = await client.post(f"/{agent_id}/message", json={"text": "hi"})
+    assert message.status_code == 409
+    assert f"POST /agents/{agent_id}/start" in message.json()["message"]
+
+    assert (await client.delete(f"/agents/{agent_id}")).status_code == 204
+    missing = await client.get(f"/agents/{agent_id}")
+    assert missing.status_code == 404 and missing.json()["error"] == "agent_not_found"
+    assert (await client.delete(f"/agents/{agent_id}")).status_code == 404
+
+
+async def test_agents_body_over_limit_is_413_naming_the_limit(
+    make_manager, settings, make_client
+) -> None:
+    from carrier.api import ApiSettings, create_app
+
+    small = ApiSettings(max_json_bytes=100, max_upload_bytes=300)
+    app = create_app(make_manager(settings), settings, api_settings=small)
+    async with make_client(app) as client:
+        response = await client.post("/agents", json={**CHARACTER, "bio": ["x" * 200]})
+        assert response.status_code == 413
+        assert "100 bytes" in response.json()["message"]
+        assert "CARRIER_MAX_JSON_BYTES" in response.json()["message"]
+
+        files = {"file": ("big.yaml", b"name: x\n" + b"#" * 400, "application/yaml")}
+        response = await client.post("/agents", files=files)
+        assert response.status_code == 413
+        assert "300 bytes" in response.json()["message"]
+
+        async def chunks():  # no Content-Length: counted as it streams
+            for _ in range(5):
+                yield b"x" * 50
+
+        response = await client.post(
+            "/agents", content=chunks(), headers={"Content-Type": "application/json"}
+        )
+        assert response.status_code == 413

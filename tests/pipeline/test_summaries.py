@@ -1,0 +1,231 @@
+"""Long-term conversation memory: older turns compacted into summaries that are recalled later."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from carrier.builtin.summaries import ConversationSummarizer
+from carrier.llm.base import ModelRequest
+from carrier.llm.fake import FunctionModel
+from carrier.llm.offline import OfflineProvider
+from carrier.memory.fake import HashEmbedder
+from carrier.memory.rights import entity_id_for, forget_entity
+from carrier.pipeline.state import format_memories
+from carrier.types import Content, Memory, MemoryKind
+from tests.pipeline.conftest import dm, group, xml
+
+_LINE = re.compile(r"^\[[^\]]+\] ([^:]+): (.*)$")
+
+
+def messages_in(prompt: str) -> list[tuple[str, str]]:
+    """(speaker, text) of the lines a summary prompt asks to summarize."""
+    block = prompt.split("## Messages to summarize\n", 1)[1].split("\n\n", 1)[0]
+    return [m.groups() for m in map(_LINE.match, block.splitlines()) if m]  # type: ignore[misc]
+
+
+def summarize(prompt: str) -> str:
+    """A summarizer model that keeps what matters: statements with a name in them."""
+    lines = messages_in(prompt)
+    kept = [f"{who} said: {text}" for who, text in lines if "named" in text]
+    return " ".join(kept) or f"{len(lines)} messages of chat about sprites and tilesets."
+
+
+def model_for(answer: str = "Noted.") -> FunctionModel:
+    def fn(request: ModelRequest) -> str:
+        if request.purpose == "summary":
+            return summarize(str(request.messages[0].content))
+        if request.purpose == "facts":
+            return "[]"
+        return xml(answer)
+
+    return FunctionModel(fn)
+
+
+def response_prompts(model: FunctionModel) -> list[str]:
+    return [str(r.messages[0].content) for r in model.requests if r.purpose == "response"]
+
+
+async def summaries_of(store, agent_id: str, room_id: str | None = None) -> list[Memory]:
+    return await store.get_memories(
+        agent_id=agent_id, room_id=room_id, kinds=[MemoryKind.SUMMARY], limit=1000
+    )
+
+
+async def test_summary_recalls_a_fact_from_200_messages_ago(make_runtime, store) -> None:
+    model = model_for()
+    runtime = make_runtime(model)  # 20 recent messages in the prompt, a summary every 20 beyond
+    first = await runtime.handle(dm("By the way, my first dog was named Biscuit."))
+    for i in range(200):
+        await runtime.handle(dm(f"Message {i} about sprites and tilesets."))
+
+    result = await runtime.handle(dm("Do you remember what my first dog was named?"))
+
+    room_id = (await store.get_memory(result.inbound_id)).room_id
+    newer = await store.get_memories(
+        agent_id=runtime.agent_id, room_id=room_id, kinds=[MemoryKind.MESSAGE], limit=1000
+    )
+    assert [m.id for m in newer].index(first.inbound_id) > 400  # 400 messages came after it
+    summaries = await summaries_of(store, runtime.agent_id, room_id)
+    [key] = [s for s in summaries if "Biscuit" in s.content.text]
+    assert first.inbound_id in key.content.metadata["covers"]
+    assert key.content.text == "Ana said: By the way, my first dog was named Biscuit."
+
+    prompt = response_prompts(model)[-1]
+    assert result.trace["state"]["recent"] == 20
+    assert key.id in result.trace["state"]["recalled"]
+    assert "(summary of" in prompt and key.content.text in prompt
+    assert "Biscuit" not in prompt.split("## Conversation so far")[1]  # not in the recent window
+
+
+async def test_summaries_never_cover_a_message_twice(make_runtime, store) -> None:
+    model = model_for()
+    runtime = make_runtime(model, recent_messages=6, summary_threshold=5)
+    for i in range(40):
+        await runtime.handle(dm(f"line {i}"))
+    # A new runtime on the same store (a restart) takes up where the summaries end.
+    again = make_runtime(model, recent_messages=6, summary_threshold=5)
+    for i in range(40, 60):
+        await again.handle(dm(f"line {i}"))
+
+    summaries = await summaries_of(store, runtime.agent_id)
+    covered = Counter(i for s in summaries for i in s.content.metadata["covers"])
+    assert covered and max(covered.values()) == 1
+    messages = await store.get_memories(
+        agent_id=runtime.agent_id, kinds=[MemoryKind.MESSAGE], limit=1000
+    )
+    assert len(messages) == 120
+    # Everything beyond the window is covered, but for fewer than `threshold` messages.
+    uncovered_old = [m for m in messages[6:] if m.id not in covered]
+    assert len(uncovered_old) < 5
+    assert not any(m.id in covered for m in messages[:6])  # the window is never summarized
+    for s in summaries:
+        meta = s.content.metadata
+        assert meta["messages"] == len(meta["covers"])
+        assert s.created_at.isoformat() == meta["to"]
+        assert s.embedding is not None and s.embedding_model == runtime.embedder.model_id
+
+
+async def test_latest_summaries_are_shown_in_the_prompt(make_runtime, store) -> None:
+    model = model_for()
+    runtime = make_runtime(model, recent_messages=4, summary_threshold=4)
+    await runtime.handle(dm("My cat is named Miso."))
+    for i in range(9):
+        await runtime.handle(dm(f"chat {i}"))
+    summaries = await summaries_of(store, runtime.agent_id)
+    assert summaries
+    await runtime.handle(dm("zzz"))
+    prompt = response_prompts(model)[-1]
+    section = prompt.split("## Earlier in this conversation\n")[1].split("\n\n")[0]
+    assert summaries[0].content.text in section
+    assert section.count("- (") == min(len(summaries), 2)
+
+
+async def test_summary_prompt_carries_the_previous_summary(make_runtime) -> None:
+    model = model_for()
+    runtime = make_runtime(model, recent_messages=2, summary_threshold=3)
+    await runtime.handle(dm("My bike is named Rocket."))
+    for i in range(6):
+        await runtime.handle(dm(f"chat {i}"))
+    prompts = [str(r.messages[0].content) for r in model.requests if r.purpose == "summary"]
+    assert len(prompts) >= 2
+    assert "(none)" in prompts[0]
+    assert "Ana said: My bike is named Rocket." in prompts[1].split("## Messages")[0]
+
+
+async def test_summaries_in_group_rooms_include_ignored_traffic(make_runtime, store) -> None:
+    def fn(request: ModelRequest) -> str:
+        if request.purpose == "summary":
+            return summarize(str(request.messages[0].content))
+        if request.purpose == "should_respond":
+            return "IGNORE"
+        return "[]"
+
+    runtime = make_runtime(FunctionModel(fn), recent_messages=3, summary_threshold=3)
+    for i in range(8):
+        await runtime.handle(group(f"chatter {i}", user="bob" if i % 2 else "cy"))
+    [summary] = await summaries_of(store, runtime.agent_id)
+    assert summary.content.metadata["messages"] == 3  # due at the 6th message
+    bob = entity_id_for(runtime.agent_id, "test", "bob")
+    cy = entity_id_for(runtime.agent_id, "test", "cy")
+    assert summary.content.metadata["entities"] == sorted([bob, cy])
+
+
+async def test_summary_offline_is_extractive(make_runtime, character, store) -> None:
+    embedder = HashEmbedder()
+    offline = OfflineProvider(agent_name="Harbor", examples=[("hi", "Ahoy!")], embedder=embedder)
+    runtime = make_runtime(offline, recent_messages=2, summary_threshold=2)
+    for text in ("I build boats.", "Mostly small ones.", "Wooden.", "ok"):
+        await runtime.handle(dm(text))
+    oldest = (await summaries_of(store, runtime.agent_id))[-1]
+    assert oldest.content.text.startswith("Ana: I build boats.")
+
+
+async def test_empty_summary_is_not_stored_and_tried_again(make_runtime, store) -> None:
+    answers = iter(["", "Ana talked about boats."])
+
+    def fn(request: ModelRequest) -> str:
+        if request.purpose == "summary":
+            return next(answers)
+        return "[]" if request.purpose == "facts" else xml("ok")
+
+    runtime = make_runtime(FunctionModel(fn), recent_messages=2, summary_threshold=2)
+    await runtime.handle(dm("one"))
+    await runtime.handle(dm("two"))  # 4 messages, 2 beyond the window: due, but empty answer
+    assert await summaries_of(store, runtime.agent_id) == []
+    await runtime.handle(dm("three"))
+    [summary] = await summaries_of(store, runtime.agent_id)
+    assert summary.content.text == "Ana talked about boats."
+    assert summary.content.metadata["messages"] == 4
+
+
+async def test_summaries_off_with_threshold_zero(make_runtime, store) -> None:
+    model = model_for()
+    runtime = make_runtime(model, recent_messages=2, summary_threshold=0)
+    for i in range(10):
+        await runtime.handle(dm(f"chat {i}"))
+    assert await summaries_of(store, runtime.agent_id) == []
+    assert "conversation_summary" not in runtime.registry.evaluators
+
+
+async def test_forget_drops_summaries_and_the_rest_is_summarized_again(make_runtime, store) -> None:
+    model = model_for()
+    runtime = make_runtime(model, recent_messages=2, summary_threshold=4)
+    for i in range(3):
+        await runtime.handle(
+            group(f"Bob here, my boat is named Wave{i}", user="bob", mentions_agent=True)
+        )
+        await runtime.handle(
+            group(f"Cy here, my kite is named Sky{i}", user="cy", mentions_agent=True)
+        )
+    before = await summaries_of(store, runtime.agent_id)
+    assert before and all("Wave" in s.content.text for s in before)
+
+    bob = entity_id_for(runtime.agent_id, "test", "bob")
+    report = await forget_entity(store, agent_id=runtime.agent_id, entity_id=bob)
+    assert report.messages == 3 and report.replies == 3 and report.summaries == len(before)
+    assert await summaries_of(store, runtime.agent_id) == []
+
+    for i in range(3):
+        await runtime.handle(group(f"Cy again {i}", user="cy", mentions_agent=True))
+    after = await summaries_of(store, runtime.agent_id)
+    assert after and not any("Wave" in s.content.text for s in after)
+    assert any("Sky0" in s.content.text for s in after)
+
+
+def test_format_memories_renders_summaries() -> None:
+    summary = Memory(
+        agent_id="a",
+        room_id="r",
+        entity_id="e",
+        kind=MemoryKind.SUMMARY,
+        content=Content(text="Ana likes boats.", metadata={"messages": 12}),
+    )
+    assert format_memories([summary]).endswith("] (summary of 12 messages) Ana likes boats.")
+
+
+def test_summarizer_rejects_bad_settings() -> None:
+    import pytest
+
+    with pytest.raises(ValueError, match="threshold"):
+        ConversationSummarizer(threshold=0)
