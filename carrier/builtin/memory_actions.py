@@ -15,6 +15,7 @@ from typing import Any
 
 from carrier.builtin.evaluators import DUPLICATE_FACT_SCORE
 from carrier.builtin.summaries import ConversationSummarizer
+from carrier.memory.visibility import Visibility
 from carrier.pipeline.base import Turn
 from carrier.plugins import Action, ActionResult, ContextProvider, Plugin, ProviderOutput
 from carrier.types import (
@@ -22,8 +23,6 @@ from carrier.types import (
     Memory,
     MemoryKind,
     MemoryStatus,
-    Room,
-    RoomKind,
     stable_id,
 )
 
@@ -34,10 +33,6 @@ NOTE_MAX_CHARS = 1_000
 RESULT_TEXT_CHARS = 500
 """A found memory's text is cut to this in search results (memory_read gives all of it)."""
 
-_PRIVATE_ROOMS = frozenset({RoomKind.DM, RoomKind.API, RoomKind.CLI})
-_CONVERSATION_KINDS = frozenset(
-    {MemoryKind.MESSAGE, MemoryKind.SUMMARY, MemoryKind.FACT, MemoryKind.REFLECTION}
-)
 
 SEARCH_PARAMETERS: dict[str, Any] = {
     "type": "object",
@@ -121,32 +116,14 @@ def _output(action: str, payload: dict[str, Any], **data: Any) -> ActionResult:
     return ActionResult(action=action, data={"output": json.dumps(payload), **data})
 
 
-class _Visibility:
-    """Which memories this turn may show: the agent's own, and none from another person's
-    private conversation."""
-
-    def __init__(self, turn: Turn) -> None:
-        assert turn.room is not None and turn.entity is not None
-        self.turn = turn
-        self._rooms: dict[str, Room | None] = {}
-
-    async def allows(self, memory: Memory) -> bool:
-        turn = self.turn
-        assert turn.room is not None and turn.entity is not None
-        if memory.agent_id != turn.runtime.agent_id:
-            return False
-        if memory.room_id == turn.room.id or memory.entity_id == turn.entity.id:
-            return True
-        if memory.kind not in _CONVERSATION_KINDS:
-            return True  # knowledge, posts: not anyone's conversation
-        if memory.room_id not in self._rooms:
-            self._rooms[memory.room_id] = await turn.runtime.store.get_room(memory.room_id)
-        room = self._rooms[memory.room_id]
-        return (
-            room is not None
-            and room.agent_id == turn.runtime.agent_id
-            and (room.kind not in _PRIVATE_ROOMS)
-        )
+def _visibility(turn: Turn) -> Visibility:
+    assert turn.room is not None and turn.entity is not None
+    return Visibility(
+        store=turn.runtime.store,
+        agent_id=turn.runtime.agent_id,
+        room=turn.room,
+        entity_id=turn.entity.id,
+    )
 
 
 def _describe(memory: Memory, *, cut: int | None = None) -> dict[str, Any]:
@@ -190,7 +167,7 @@ async def _search(turn: Turn) -> ActionResult:
         kinds=kinds,
         exclude_ids=[turn.inbound.id] if turn.inbound is not None else (),
     )
-    visible = _Visibility(turn)
+    visible = _visibility(turn)
     results: list[dict[str, Any]] = []
     for hit in hits:
         if len(results) >= k:
@@ -260,7 +237,7 @@ async def _read(turn: Turn) -> ActionResult:
         return _failed("MEMORY_READ", str(exc))
     memory_id = str(args["id"]).strip()
     memory = await rt.store.get_memory(memory_id)
-    if memory is None or not await _Visibility(turn).allows(memory):
+    if memory is None or not await _visibility(turn).allows(memory):
         return _failed("MEMORY_READ", f"no memory with id {memory_id}")
     return _output("MEMORY_READ", _describe(memory))
 

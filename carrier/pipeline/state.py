@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from carrier.builtin.persona import sample_persona
+from carrier.memory.visibility import Visibility
 from carrier.pipeline.base import Turn
 from carrier.types import Memory, MemoryKind, ScoredMemory
 
@@ -106,6 +107,12 @@ class StateComposer:
         facts = await rt.store.get_memories(
             agent_id=rt.agent_id, entity_id=turn.entity.id, kinds=[MemoryKind.FACT], limit=20
         )
+        # Nothing said in someone's private conversation surfaces anywhere else.
+        visible = Visibility(
+            store=rt.store, agent_id=rt.agent_id, room=turn.room, entity_id=turn.entity.id
+        )
+        recalled = [s for s in recalled if await visible.allows(s.memory)]
+        facts = await visible.filter(facts)
 
         state = State(recent=recent, recalled=recalled, facts=list(reversed(facts)), seed=seed)
         turn.state = state

@@ -9,7 +9,7 @@ import pytest
 from carrier.llm.base import ModelRequest
 from carrier.llm.fake import FunctionModel, ScriptedModel
 from carrier.runtime import AgentRuntime
-from carrier.types import MemoryStatus
+from carrier.types import Author, Channel, MemoryStatus, Message, RoomKind
 from tests.pipeline.conftest import dm, xml
 
 
@@ -185,3 +185,34 @@ async def test_runtime_turn_messages_of_other_agents_are_not_recalled(
     assert result.trace["state"]["recalled"] == []
     assert runtime.agent_id != rt_other.agent_id
     assert await store.count_memories(agent_id=runtime.agent_id) == 2
+
+
+async def test_runtime_turn_private_messages_never_recalled_in_public(make_runtime, store) -> None:
+    from tests.pipeline.conftest import group
+
+    model = FunctionModel(lambda r: xml("ok"))
+    runtime = make_runtime(model, recent_messages=2, recall_k=5)
+    await runtime.handle(dm("my secret password hint is the blue pelican", user="ana"))
+    await runtime.handle(
+        group("we are talking about the blue pelican mascot", user="bo", mentions_agent=True)
+    )
+    # In a public channel, Ana's DM is not recalled; Bo's public message may be.
+    public = await runtime.handle(
+        group("what about the blue pelican?", user="ana", mentions_agent=True, channel="other")
+    )
+    recalled = [(await store.get_memory(i)).content.text for i in public.trace["state"]["recalled"]]  # type: ignore[union-attr]
+    assert "my secret password hint is the blue pelican" not in recalled
+    assert "we are talking about the blue pelican mascot" in recalled
+    # In another private conversation with Ana herself, her own earlier words may come back.
+    private = await runtime.handle(
+        Message(
+            platform="test",
+            author=Author(platform_id="ana", name="Ana"),
+            channel=Channel(platform_id="api-ana", kind=RoomKind.API),
+            text="remind me of the blue pelican hint",
+        )
+    )
+    recalled = [
+        (await store.get_memory(i)).content.text for i in private.trace["state"]["recalled"]
+    ]  # type: ignore[union-attr]
+    assert "my secret password hint is the blue pelican" in recalled
