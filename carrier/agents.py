@@ -41,6 +41,7 @@ from carrier.memory.rights import ForgetReport, forget_entity
 from carrier.plugins import Plugin
 from carrier.runtime import AgentRuntime
 from carrier.settings import Settings
+from carrier.tool_registry import ToolRegistry
 from carrier.types import AgentRecord, utcnow
 
 __all__ = [
@@ -150,6 +151,7 @@ class AgentManager:
         self.model_factory = model_factory
         self._factories = dict(client_factories) if client_factories is not None else None
         self._plugins = list(plugins)
+        self.tools = ToolRegistry(store=store, environ=environ)
         self._running: dict[str, _Running] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._sources: dict[str, str] = {}
@@ -160,6 +162,11 @@ class AgentManager:
         if self._factories is None:
             self._factories = discover_clients()
         return self._factories
+
+    async def refresh_tools(self) -> None:
+        """Apply the registered tools to every running agent (after a tool was added or removed)."""
+        for running in self._running.values():
+            await self.tools.apply(running.runtime)
 
     def add_plugin(self, plugin: Plugin) -> None:
         """Register a plugin (hooks, actions) in every running agent and every one started later;
@@ -276,6 +283,7 @@ class AgentManager:
                 )
                 for plugin in self._plugins:
                     runtime.registry.register(plugin)
+                await self.tools.apply(runtime)
                 running = _Running(
                     runtime=runtime, model=choice.description, offline=choice.offline
                 )

@@ -18,7 +18,7 @@ from carrier.api.bodies import BodyLimitMiddleware
 from carrier.api.errors import install_error_handlers
 from carrier.api.metrics import Metrics
 from carrier.api.ratelimit import RateLimiter
-from carrier.api.routes import agents, clients, health, media, memories, messages, tokens
+from carrier.api.routes import agents, clients, health, media, memories, messages, tokens, tools
 from carrier.api.settings import ApiSettings, load_api_settings
 from carrier.api.state import ApiState
 from carrier.settings import Settings
@@ -32,6 +32,7 @@ ROUTERS: list[APIRouter] = [
     memories.router,
     clients.router,
     tokens.router,
+    tools.router,
     health.router,
 ]
 """The built-in route groups, in the order they are mounted."""

@@ -125,14 +125,14 @@ async def test_app_mounts_extra_routers_and_hides_bugs_behind_a_generic_500(
 
     extra = APIRouter()
 
-    @extra.get("/tools")
-    async def tools() -> dict[str, str]:
+    @extra.get("/extra/broken")
+    async def broken() -> dict[str, str]:
         raise RuntimeError("secret internals")
 
     app = create_app(manager, settings, api_settings=api_settings, routers=[extra])
     transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
     async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
-        response = await client.get("/tools")
+        response = await client.get("/extra/broken")
         assert response.status_code == 500
         assert response.json()["error"] == "internal_error"
         assert "secret internals" not in response.text

@@ -1,0 +1,8 @@
+"""Fakes shipped with the Instagram client, for tests and local runs: a loopback Graph API and
+an in-process Instagram private API behind instagrapi's own HTTP sessions."""
+
+from __future__ import annotations
+
+from clients.instagram.fake.graph import FakeContainer, FakeGraphAPI
+
+__all__ = ["FakeContainer", "FakeGraphAPI"]

@@ -1,0 +1,233 @@
+"""A loopback stand-in for the Instagram Graph API's content publishing endpoints.
+
+It implements what :class:`~clients.instagram.graph.GraphAPI` calls (create container, status,
+publish, ``content_publishing_limit``, permalink, recent media) with the documented error JSON,
+checks the bearer token, and serves a directory (the FTP server's root) as static files under
+``/media/`` so the media host's URL check and the container's "fetch" work end to end.
+
+Faults are scripted on the instance: containers that end in ERROR or EXPIRED, polls that stay
+IN_PROGRESS, a full quota, and publishes that go through but answer with a dropped connection or
+a 500, so the "unclear failure" paths can be tested without timing.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from http.server import ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import unquote
+
+from clients.instagram.fake._graph_http import GraphHandler, graph_error
+
+__all__ = ["FakeContainer", "FakeGraphAPI", "graph_error"]
+
+PublishFault = Literal["drop_after_publish", "500_after_publish", "drop_before_publish"]
+
+
+@dataclass
+class FakeContainer:
+    id: str
+    params: dict[str, str]
+    status_code: str = "FINISHED"
+    status: str | None = None
+    polls_in_progress: int = 0
+    media_id: str | None = None
+
+
+@dataclass
+class FakeGraphState:
+    containers: dict[str, FakeContainer] = field(default_factory=dict)
+    media: list[dict[str, Any]] = field(default_factory=list)
+    requests: list[tuple[str, str]] = field(default_factory=list)
+    publish_calls: int = 0
+
+
+class FakeGraphAPI:
+    """``with FakeGraphAPI(token=..., static_root=...) as fake:`` then point GraphAPI at ``fake.url``."""
+
+    def __init__(
+        self,
+        *,
+        token: str = "test-token",
+        ig_user_id: str = "17841400000000001",
+        static_root: Path | None = None,
+        version: str = "v21.0",
+    ) -> None:
+        self.token = token
+        self.ig_user_id = ig_user_id
+        self.static_root = static_root
+        self.version = version
+        self.state = FakeGraphState()
+        self.quota_usage = 0
+        self.quota_total = 50
+        self.next_status: tuple[str, str | None] | None = None
+        """The next container created ends in this (status_code, status message)."""
+        self.in_progress_polls = 0
+        """Each new container answers IN_PROGRESS this many times before its final status."""
+        self.publish_faults: list[PublishFault] = []
+        """Consumed one per media_publish call."""
+        self._ids = itertools.count(17900000000000001)
+        self._lock = threading.Lock()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def __enter__(self) -> FakeGraphAPI:
+        handler = type("Handler", (GraphHandler,), {"fake": self})
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None, "use the fake as a context manager"
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    @property
+    def media_url(self) -> str:
+        """Public base URL of ``static_root`` (use it as the FTP host's ``base_url``)."""
+        return f"{self.url}/media"
+
+    # -- what tests look at --------------------------------------------------------------------
+    @property
+    def published(self) -> list[dict[str, Any]]:
+        return list(self.state.media)
+
+    @property
+    def publish_calls(self) -> int:
+        return self.state.publish_calls
+
+    @property
+    def containers(self) -> dict[str, FakeContainer]:
+        return dict(self.state.containers)
+
+    def expire(self, container_id: str) -> None:
+        self.state.containers[container_id].status_code = "EXPIRED"
+
+    # -- the API -------------------------------------------------------------------------------
+    def _new_id(self) -> str:
+        return str(next(self._ids))
+
+    def handle(self, method: str, path: str, params: dict[str, str]) -> tuple[int, Any]:
+        parts = [p for p in path.split("/") if p]
+        if len(parts) < 2 or parts[0] != self.version:
+            return graph_error(400, "Unknown path components", 2500, "OAuthException")
+        target, edge = parts[1], (parts[2] if len(parts) > 2 else None)
+        with self._lock:
+            self.state.requests.append((method, "/".join(parts[1:])))
+            if target == self.ig_user_id:
+                if method == "POST" and edge == "media":
+                    return self._create(params)
+                if method == "POST" and edge == "media_publish":
+                    return self._publish(params)
+                if method == "GET" and edge == "content_publishing_limit":
+                    config = {"quota_total": self.quota_total, "quota_duration": 86400}
+                    return 200, {"data": [{"quota_usage": self.quota_usage, "config": config}]}
+                if method == "GET" and edge == "media":
+                    newest_first = list(reversed(self.state.media))
+                    return 200, {"data": newest_first[: int(params.get("limit", "25"))]}
+            elif method == "GET" and edge is None:
+                if target in self.state.containers:
+                    return self._status(self.state.containers[target])
+                for media in self.state.media:
+                    if media["id"] == target:
+                        return 200, {"id": target, "permalink": media["permalink"]}
+        return graph_error(
+            400, f"Unsupported {method} request: object '{target}' does not exist", 100
+        )
+
+    def _create(self, params: dict[str, str]) -> tuple[int, Any]:
+        media_type = params.get("media_type", "IMAGE")
+        if media_type == "CAROUSEL":
+            children = [c for c in params.get("children", "").split(",") if c]
+            if not 2 <= len(children) <= 10 or any(
+                c not in self.state.containers for c in children
+            ):
+                return graph_error(
+                    400, "The carousel needs 2 to 10 valid children", 100, subcode=2207028
+                )
+        else:
+            key = "video_url" if media_type == "REELS" else "image_url"
+            if not params.get(key):
+                return graph_error(400, f"The parameter {key} is required", 100)
+        container = FakeContainer(
+            self._new_id(), dict(params), polls_in_progress=self.in_progress_polls
+        )
+        if media_type != "CAROUSEL" and not self._fetchable(
+            params.get("image_url") or params["video_url"]
+        ):
+            container.status_code, container.status = (
+                "ERROR",
+                "Error: Media download has failed. The media URI doesn't meet our requirements. (2207052)",
+            )
+        if self.next_status is not None:
+            container.status_code, container.status = self.next_status
+            self.next_status = None
+        self.state.containers[container.id] = container
+        return 200, {"id": container.id}
+
+    def _fetchable(self, url: str) -> bool:
+        if self.static_root is None:
+            return True
+        prefix = self.media_url + "/"
+        if not url.startswith(prefix):
+            return False
+        return (self.static_root / unquote(url[len(prefix) :])).is_file()
+
+    def _status(self, container: FakeContainer) -> tuple[int, Any]:
+        code = container.status_code
+        if container.polls_in_progress > 0 and code == "FINISHED":
+            container.polls_in_progress -= 1
+            code = "IN_PROGRESS"
+        body = {"id": container.id, "status_code": code}
+        if container.status:
+            body["status"] = container.status
+        return 200, body
+
+    def _publish(self, params: dict[str, str]) -> tuple[int, Any]:
+        self.state.publish_calls += 1
+        fault = self.publish_faults.pop(0) if self.publish_faults else None
+        if fault == "drop_before_publish":
+            return 0, None
+        container = self.state.containers.get(params.get("creation_id", ""))
+        if container is None:
+            return graph_error(400, "Media ID is not available", 9007, subcode=2207027)
+        if container.status_code == "PUBLISHED":
+            return graph_error(400, "The media has already been published", 9007, subcode=2207027)
+        if container.status_code != "FINISHED" or container.polls_in_progress:
+            return graph_error(400, "Media ID is not available", 9007, subcode=2207027)
+        if self.quota_usage >= self.quota_total:
+            return graph_error(
+                400, "Application request limit reached", 9, subcode=2207042, user_title="Limit"
+            )
+        media_id = self._new_id()
+        self.state.media.append(
+            {
+                "id": media_id,
+                "caption": container.params.get("caption", ""),
+                "media_type": container.params.get("media_type", "IMAGE"),
+                "permalink": f"https://www.instagram.com/p/FAKE{media_id[-6:]}/",
+                "timestamp": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S+0000"),
+            }
+        )
+        container.status_code, container.media_id = "PUBLISHED", media_id
+        self.quota_usage += 1
+        if fault == "drop_after_publish":
+            return 0, None
+        if fault == "500_after_publish":
+            return graph_error(
+                500, "An unexpected error has occurred. Please retry.", 2, transient=True
+            )
+        return 200, {"id": media_id}
