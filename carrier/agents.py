@@ -143,6 +143,7 @@ class AgentManager:
         model_factory: ModelFactory | None = None,
         client_factories: Mapping[str, ClientFactory] | None = None,
         plugins: Sequence[Plugin] = (),
+        services: Mapping[str, Any] | None = None,
     ) -> None:
         self.store = store
         self.embedder = embedder
@@ -151,6 +152,8 @@ class AgentManager:
         self.model_factory = model_factory
         self._factories = dict(client_factories) if client_factories is not None else None
         self._plugins = list(plugins)
+        self.services: dict[str, Any] = dict(services or {})
+        """Given to every runtime started here (``runtime.services``), e.g. ``"jobs"``."""
         self.tools = ToolRegistry(store=store, environ=environ)
         self._running: dict[str, _Running] = {}
         self._locks: dict[str, asyncio.Lock] = {}
@@ -281,6 +284,7 @@ class AgentManager:
                     environ=self.environ,
                     model=self._model_for(character),
                 )
+                runtime.services.update(self.services)
                 for plugin in self._plugins:
                     runtime.registry.register(plugin)
                 await self.tools.apply(runtime)

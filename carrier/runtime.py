@@ -102,6 +102,9 @@ class AgentRuntime:
         self.model = model
         self.ignore = {i.lower() for i in ignore}
         self.started_at = utcnow()
+        self.services: dict[str, Any] = {}
+        """Process-wide services the host gives its agents and their clients (``"jobs"``: the
+        job store), so adapters reach them without importing the host."""
         self._seeds = random.Random(seed)
         self.registry = Registry()
         self.registry.register(
