@@ -303,10 +303,12 @@ def main() -> None:
 
 def _mount_core_commands() -> None:
     from carrier.jobs.cli import jobs_app
+    from carrier.knowledge_cli import knowledge_app
     from carrier.memory_cli import memory_app
 
     app.add_typer(jobs_app, name="jobs")
     app.add_typer(memory_app, name="memory")
+    app.add_typer(knowledge_app, name="knowledge")
 
 
 _mount_core_commands()

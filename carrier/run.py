@@ -47,7 +47,7 @@ async def run_main(
     manager = AgentManager(
         store=store, embedder=default_embedder(), settings=settings, environ=os.environ
     )
-    jobs = JobService.sqlite(settings.store_path)
+    jobs = JobService.from_settings(settings)
     try:
         reports = await manager.load_files(paths)
         started = 0
@@ -60,6 +60,9 @@ async def run_main(
             started += 1
             clients += len(status.clients)
             _say(f"{status.record.name} ({status.record.id}): {status.model}")
+            knowledge = manager.runtime(status.record.id).knowledge_report
+            if knowledge is not None and (knowledge.error or knowledge.changed or knowledge.failed):
+                _say(f"  knowledge: {knowledge.summary()}")
             if status.interrupted:
                 _say(
                     f"  {status.interrupted} message(s) interrupted by the last stop were marked failed"

@@ -102,6 +102,8 @@ class AgentRuntime:
         self.model = model
         self.ignore = {i.lower() for i in ignore}
         self.started_at = utcnow()
+        self.knowledge_report: Any = None
+        """What the last knowledge sync did (:class:`carrier.knowledge.KnowledgeReport`)."""
         self.services: dict[str, Any] = {}
         """Process-wide services the host gives its agents and their clients (``"jobs"``: the
         job store), so adapters reach them without importing the host."""
@@ -162,6 +164,13 @@ class AgentRuntime:
             record = AgentRecord(id=self.agent_id, name=self.character.name, character=data)
         record.character, record.status, record.updated_at = data, "running", utcnow()
         await self.store.upsert_agent(record)
+        # The character's knowledge is chunked and embedded once; changed files are re-ingested,
+        # removed ones forgotten. A bad path is reported and the agent keeps what it knew.
+        from carrier.knowledge import sync_character_knowledge
+
+        self.knowledge_report = await sync_character_knowledge(
+            self.store, self.embedder, self.character
+        )
         return await self.recover()
 
     async def stop(self) -> None:

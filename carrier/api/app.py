@@ -15,10 +15,12 @@ from fastapi.middleware.cors import CORSMiddleware
 from carrier.agents import AgentManager
 from carrier.api.auth import Authenticator, TokenStore
 from carrier.api.bodies import BodyLimitMiddleware
+from carrier.api.console import router as console_router
 from carrier.api.errors import install_error_handlers
 from carrier.api.metrics import Metrics
 from carrier.api.ratelimit import RateLimiter
 from carrier.api.routes import agents, clients, health, media, memories, messages, tokens, tools
+from carrier.api.routes import jobs as jobs_routes
 from carrier.api.settings import ApiSettings, load_api_settings
 from carrier.api.state import ApiState
 from carrier.settings import Settings
@@ -34,6 +36,8 @@ ROUTERS: list[APIRouter] = [
     tokens.router,
     tools.router,
     health.router,
+    console_router,
+    jobs_routes.router,
 ]
 """The built-in route groups, in the order they are mounted."""
 

@@ -37,13 +37,15 @@ jobs_app = typer.Typer(
 def _with_store(action: Callable[[JobStore], Awaitable[T]]) -> T:
     """Open the job store in the data dir, run ``action``, close it; errors exit non-zero."""
     from carrier.errors import CarrierError, UserError
-    from carrier.jobs.sqlite import SQLiteJobStore
+    from carrier.jobs.service import JobService
     from carrier.settings import load_settings
 
-    path = load_settings().data_dir / "carrier.db"
+    store = JobService.from_settings(
+        load_settings()
+    ).store  # MongoDB when CARRIER_MONGODB_URI is set
 
     async def main() -> T:
-        async with SQLiteJobStore(path=path) as store:
+        async with store:
             return await action(store)
 
     try:

@@ -1,7 +1,7 @@
 """JobService: the job store, a worker and a scheduler started and stopped as one, for
 ``carrier run``. Usage::
 
-    service = JobService.sqlite(settings.data_dir / "carrier.db")
+    service = JobService.from_settings(settings)  # MongoDB if CARRIER_MONGODB_URI is set
     service.worker.register("instagram.publish", publish, max_concurrent=1)
     await service.start()
     await service.scheduler.add(Schedule(...))
@@ -15,12 +15,15 @@ import asyncio
 import logging
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from carrier.jobs.base import JobStore
 from carrier.jobs.clock import Clock, system_clock
 from carrier.jobs.scheduler import Scheduler
 from carrier.jobs.worker import Worker
+
+if TYPE_CHECKING:
+    from carrier.settings import Settings
 
 __all__ = ["JobService"]
 
@@ -53,6 +56,25 @@ class JobService:
 
         store = SQLiteJobStore(path=path, clock=clock)
         return cls(store=store, worker=Worker(store=store, clock=clock, **worker))
+
+    @classmethod
+    def mongo(cls, uri: str, *, clock: Clock = system_clock, **worker: Any) -> JobService:
+        """A service over a MongoDB database (the URI's path, default ``carrier``; it may be the
+        memory store's); ``worker`` keywords go to :class:`Worker`."""
+        from carrier.jobs.mongo import MongoJobStore
+
+        store = MongoJobStore.from_url(uri, clock=clock)
+        return cls(store=store, worker=Worker(store=store, clock=clock, **worker))
+
+    @classmethod
+    def from_settings(
+        cls, settings: Settings, *, clock: Clock = system_clock, **worker: Any
+    ) -> JobService:
+        """The service beside the store the settings name: MongoDB when ``CARRIER_MONGODB_URI``
+        is set, else the SQLite file in the data dir (``<data_dir>/carrier.db``)."""
+        if settings.mongodb_uri is not None:
+            return cls.mongo(settings.mongodb_uri.get_secret_value(), clock=clock, **worker)
+        return cls.sqlite(settings.store_path, clock=clock, **worker)
 
     @property
     def running(self) -> bool:

@@ -1,0 +1,82 @@
+// The agent API as the page uses it: the bearer token, JSON calls, and streamed messages.
+
+import { readEvents } from "./sse.js";
+
+const TOKEN_KEY = "carrier.adminToken";
+
+/** The admin token for this tab (sessionStorage: gone when the tab closes). */
+export const token = {
+  get() {
+    return sessionStorage.getItem(TOKEN_KEY) || "";
+  },
+  set(value) {
+    if (value) sessionStorage.setItem(TOKEN_KEY, value);
+    else sessionStorage.removeItem(TOKEN_KEY);
+  },
+};
+
+/** An error answer of the API: {error, message, problems: [{path, message, file}]}. */
+export class ApiError extends Error {
+  constructor(status, body) {
+    super(body.message || `HTTP ${status}`);
+    this.status = status;
+    this.code = body.error || "error";
+    this.problems = Array.isArray(body.problems) ? body.problems : [];
+  }
+}
+
+function headers(extra) {
+  const out = { ...extra };
+  const value = token.get();
+  if (value) out.Authorization = `Bearer ${value}`;
+  return out;
+}
+
+async function failure(response) {
+  let body;
+  try {
+    body = await response.json();
+  } catch {
+    body = { error: "http_error", message: `${response.status} ${response.statusText}` };
+  }
+  if (response.status === 401) {
+    body.message = `${body.message || "unauthorized"}. Enter the admin token at the top.`;
+  }
+  return new ApiError(response.status, body);
+}
+
+/** One API call. ``body`` is sent as JSON unless ``contentType`` says otherwise. */
+export async function call(method, path, { body, contentType } = {}) {
+  const init = { method, headers: headers({ Accept: "application/json" }) };
+  if (body !== undefined) {
+    const type = contentType || "application/json";
+    init.headers["Content-Type"] = type;
+    init.body = type === "application/json" && typeof body !== "string" ? JSON.stringify(body) : body;
+  }
+  const response = await fetch(path, init);
+  if (!response.ok) throw await failure(response);
+  return response.status === 204 ? null : response.json();
+}
+
+/**
+ * Send a message and stream the reply: ``onChunk(text)`` for each piece as it arrives.
+ * Resolves with the final body of the ``done`` event; rejects with an ApiError.
+ */
+export async function streamMessage(agentId, text, { onChunk, signal } = {}) {
+  const response = await fetch(`/${encodeURIComponent(agentId)}/message`, {
+    method: "POST",
+    headers: headers({ Accept: "text/event-stream", "Content-Type": "application/json" }),
+    body: JSON.stringify({ text }),
+    signal,
+  });
+  if (!response.ok) throw await failure(response);
+  if (!(response.headers.get("content-type") || "").startsWith("text/event-stream")) {
+    return response.json(); // a server that does not stream answers with the whole body
+  }
+  for await (const { event, data } of readEvents(response.body)) {
+    if (event === "chunk") onChunk?.(JSON.parse(data));
+    else if (event === "done") return JSON.parse(data);
+    else if (event === "error") throw new ApiError(502, JSON.parse(data));
+  }
+  throw new ApiError(502, { error: "stream_ended", message: "the reply stream ended early" });
+}
