@@ -24,7 +24,9 @@ TOOLS_KEY = "tools"
 class ToolExists(Exception):
     def __init__(self, name: str) -> None:
         self.name = name
-        super().__init__(f"a tool named {name!r} is registered already; delete it first to replace it")
+        super().__init__(
+            f"a tool named {name!r} is registered already; delete it first to replace it"
+        )
 
 
 class ToolRegistry:
@@ -58,7 +60,9 @@ class ToolRegistry:
 
     async def apply(self, runtime: AgentRuntime) -> None:
         """Give ``runtime`` the current tools that apply to it (replacing the previous set)."""
-        plugin = tools_plugin(list((await self.all()).values()), agent_id=runtime.agent_id, environ=self.environ)
+        plugin = tools_plugin(
+            list((await self.all()).values()), agent_id=runtime.agent_id, environ=self.environ
+        )
         registry = runtime.registry
         if plugin.name in registry.plugins:
             registry.unregister(plugin.name)

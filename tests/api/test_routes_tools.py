@@ -31,7 +31,11 @@ def weather(base: str) -> dict[str, Any]:
     return {
         "name": "get_weather",
         "description": "The weather forecast for a city.",
-        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        },
         "url": f"{base}/weather",
         "method": "GET",
         "headers": {"X-Api-Key": "$WEATHER_KEY"},
@@ -45,7 +49,9 @@ def tool_model(request: ModelRequest) -> str | ModelResult:
         return xml("The forecast says: " + str(outputs[0].content).split("\n")[1])
     if request.tools:
         return ModelResult(
-            text="", model="fake", tool_calls=[{"id": "t1", "name": "get_weather", "arguments": {"city": "Oslo"}}]
+            text="",
+            model="fake",
+            tool_calls=[{"id": "t1", "name": "get_weather", "arguments": {"city": "Oslo"}}],
         )
     return xml("I have no tools.")
 
@@ -71,11 +77,16 @@ async def test_tools_registered_tool_reaches_the_reply(
             assert (await client.post("/tools", json=weather(tool_server.url))).status_code == 409
             listed = (await client.get("/tools")).json()
             assert [t["name"] for t in listed] == ["get_weather"]
-            assert listed[0]["headers"] == {"X-Api-Key": "$WEATHER_KEY"}  # the reference, never the value
+            assert listed[0]["headers"] == {
+                "X-Api-Key": "$WEATHER_KEY"
+            }  # the reference, never the value
 
             reply = await client.post(f"/{agent_id}/message", json={"text": "weather in Oslo?"})
             assert reply.status_code == 200, reply.text
-            assert reply.json()["reply"] == 'The forecast says: {"city": "Oslo", "forecast": "sunny, 21C"}'
+            assert (
+                reply.json()["reply"]
+                == 'The forecast says: {"city": "Oslo", "forecast": "sunny, 21C"}'
+            )
             assert tool_server.requests[-1]["key"] == "wk-1"
             assert "wk-1" not in reply.text
 
@@ -88,7 +99,12 @@ async def test_tools_registered_tool_reaches_the_reply(
 
 
 async def test_tools_bad_spec_names_the_field(client: httpx.AsyncClient) -> None:
-    bad = {"name": "leaky", "description": "d", "url": "http://127.0.0.1/x", "headers": {"Authorization": "Bearer abc"}}
+    bad = {
+        "name": "leaky",
+        "description": "d",
+        "url": "http://127.0.0.1/x",
+        "headers": {"Authorization": "Bearer abc"},
+    }
     response = await client.post("/tools", json=bad)
     assert response.status_code == 422
     body = response.json()
@@ -96,7 +112,9 @@ async def test_tools_bad_spec_names_the_field(client: httpx.AsyncClient) -> None
     assert "Bearer abc" not in response.text
 
 
-async def test_tools_require_admin(client: httpx.AsyncClient, make_client, manager, settings, api_settings) -> None:  # type: ignore[no-untyped-def]
+async def test_tools_require_admin(
+    client: httpx.AsyncClient, make_client, manager, settings, api_settings
+) -> None:  # type: ignore[no-untyped-def]
     app = create_app(manager, settings, api_settings=api_settings)
     async with make_client(app, token=None) as anonymous:
         assert (await anonymous.get("/tools")).status_code == 401

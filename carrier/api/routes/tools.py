@@ -52,7 +52,9 @@ async def list_tools(state: State, _: Admin) -> list[ToolSpec]:
     summary="Remove a tool",
     responses=error_responses(404, 422),
 )
-async def delete_tool(name: Annotated[str, Path(pattern=TOOL_NAME)], state: State, _: Admin) -> Response:
+async def delete_tool(
+    name: Annotated[str, Path(pattern=TOOL_NAME)], state: State, _: Admin
+) -> Response:
     if not await state.manager.tools.remove(name):
         raise ApiError(404, "tool_not_found", f"no tool named {name!r}")
     await state.manager.refresh_tools()
