@@ -76,5 +76,9 @@ class ModelProvider(ABC):
 
     last_result: ModelResult | None = None
 
+    async def supports_vision(self) -> bool:
+        """Whether the model takes images as input (OpenAI-style ``image_url`` content parts)."""
+        return False
+
     async def aclose(self) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Release resources (HTTP sessions). Safe to call twice."""

@@ -27,14 +27,25 @@ class FunctionModel(ModelProvider):
 
     name = "function"
 
-    def __init__(self, fn: ModelFunction, *, chunk_size: int = 8, model: str = "function") -> None:
+    def __init__(
+        self,
+        fn: ModelFunction,
+        *,
+        chunk_size: int = 8,
+        model: str = "function",
+        vision: bool = False,
+    ) -> None:
         if chunk_size < 1:
             raise ValueError("chunk_size must be >= 1")
         self.fn = fn
         self.chunk_size = chunk_size
         self.model = model
         self.requests: list[ModelRequest] = []
+        self.vision = vision
         self.last_result: ModelResult | None = None
+
+    async def supports_vision(self) -> bool:
+        return self.vision
 
     async def generate(self, request: ModelRequest) -> ModelResult:
         self.requests.append(request)

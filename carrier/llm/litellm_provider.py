@@ -82,9 +82,20 @@ class LiteLLMProvider(ModelProvider):
         self.cache = ResponseCache(cache_size)
         self._environ = os.environ if environ is None else environ
         self.last_result: ModelResult | None = None
+        self._vision: bool | None = None
 
     def __repr__(self) -> str:
         return f"LiteLLMProvider(model={self.model!r}, fallbacks={self.fallbacks!r})"
+
+    async def supports_vision(self) -> bool:
+        """What litellm's model map says of the primary model (unknown models: no)."""
+        if self._vision is None:
+            litellm = await load_litellm()
+            try:
+                self._vision = bool(litellm.supports_vision(model=self.model))
+            except Exception:  # unknown to the bundled model map
+                self._vision = False
+        return self._vision
 
     async def generate(self, request: ModelRequest) -> ModelResult:
         key = self._cache_key(request)

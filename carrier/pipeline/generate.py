@@ -87,7 +87,7 @@ class Generator:
         values = dict(state.values)
         values["responseFormat"] = format_instructions(state.named_actions)
         prompt = render(template_for("messageHandlerTemplate", rt.character.templates), values)
-        turn.prompt = [ChatMessage(role="user", content=prompt)]
+        turn.prompt = [ChatMessage(role="user", content=await self._content(turn, prompt))]
         hook = await run_hooks(
             rt.registry.hooks_for(HookPoint.BEFORE_GENERATE), HookPoint.BEFORE_GENERATE, turn
         )
@@ -172,6 +172,23 @@ class Generator:
         turn.usage.add(result.usage)
         turn.raw_response = result.text
         return result, parse_response(result.text)
+
+    @staticmethod
+    async def _content(turn: Turn, prompt: str) -> str | list[dict[str, Any]]:
+        """The prompt, with the message's images as image parts when the model can see them (a
+        model that cannot gets them described by name and size in the conversation)."""
+        images = [
+            a
+            for a in turn.message.attachments
+            if a.url and (a.content_type or "").startswith("image/")
+        ]
+        if not images or not await turn.runtime.model.supports_vision():
+            return prompt
+        turn.trace["images"] = [a.url for a in images]
+        return [
+            {"type": "text", "text": prompt},
+            *({"type": "image_url", "image_url": {"url": a.url}} for a in images),
+        ]
 
     def _context(self, turn: Turn) -> dict[str, object]:
         """What a model-less provider (offline) needs: the sender's name and what they said in

@@ -15,7 +15,7 @@ from datetime import datetime
 from carrier.builtin.persona import sample_persona
 from carrier.memory.visibility import Visibility
 from carrier.pipeline.base import Turn
-from carrier.types import Memory, MemoryKind, ScoredMemory
+from carrier.types import Attachment, Memory, MemoryKind, ScoredMemory
 
 __all__ = ["State", "StateComposer", "format_memories"]
 
@@ -48,6 +48,14 @@ def _stamp(when: datetime) -> str:
     return when.strftime("%Y-%m-%d %H:%M")
 
 
+def _describe_attachment(a: Attachment) -> str:
+    kind = "image" if (a.content_type or "").startswith("image/") else "file"
+    name = a.title or a.content_type or "unnamed"
+    size = f", {a.size / 1024:.0f} KB" if a.size else ""
+    text = f": {a.text[:2000]}" if a.text else ""
+    return f"{kind} {name}{size}{text}"
+
+
 def format_memories(memories: list[Memory]) -> str:
     """``[time] Name: text`` lines; attachments are listed by title; a conversation summary is
     ``[time] (summary of N messages) text``, dated at the last message it covers."""
@@ -59,7 +67,7 @@ def format_memories(memories: list[Memory]) -> str:
             lines.append(f"[{_stamp(m.created_at)}] (summary of {n} messages) {text}")
             continue
         if m.content.attachments:
-            names = ", ".join(a.title or a.content_type or "file" for a in m.content.attachments)
+            names = ", ".join(_describe_attachment(a) for a in m.content.attachments)
             text = f"{text} [attachments: {names}]".strip()
         lines.append(f"[{_stamp(m.created_at)}] {_speaker(m)}: {text}")
     return "\n".join(lines)

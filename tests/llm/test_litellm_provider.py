@@ -218,3 +218,9 @@ async def test_stream_accumulator_joins_tool_call_fragments() -> None:
     ]
     assert (result.usage.prompt_tokens, result.usage.completion_tokens) == (7, 3)
     assert result.usage.cost_usd == 0.0
+
+
+async def test_litellm_provider_knows_which_models_see_images() -> None:
+    assert await LiteLLMProvider("openai/gpt-4o").supports_vision() is True
+    assert await LiteLLMProvider("openai/gpt-3.5-turbo").supports_vision() is False
+    assert await LiteLLMProvider("openai/no-such-model-anywhere").supports_vision() is False

@@ -216,3 +216,26 @@ async def test_runtime_turn_private_messages_never_recalled_in_public(make_runti
         (await store.get_memory(i)).content.text for i in private.trace["state"]["recalled"]
     ]  # type: ignore[union-attr]
     assert "my secret password hint is the blue pelican" in recalled
+
+
+async def test_runtime_turn_images_reach_a_vision_model_as_image_parts(make_runtime) -> None:
+    from carrier.types import Attachment
+
+    photo = Attachment(
+        url="https://cdn.example/cat.png", title="cat.png", content_type="image/png", size=52_000
+    )
+    message = dm("what do you think of my cat?")
+    message.attachments = [photo]
+
+    seeing = FunctionModel(lambda r: xml("Lovely cat."), vision=True)
+    await make_runtime(seeing).handle(message)
+    content = seeing.requests[0].messages[0].content
+    assert isinstance(content, list)
+    assert content[1] == {"type": "image_url", "image_url": {"url": "https://cdn.example/cat.png"}}
+
+    blind = FunctionModel(lambda r: xml("I can't see it, but I bet it's lovely."))
+    message.platform_message_id = None
+    await make_runtime(blind).handle(message)
+    prompt = blind.requests[0].messages[0].content
+    assert isinstance(prompt, str)
+    assert "[attachments: image cat.png, 51 KB]" in prompt
