@@ -148,6 +148,8 @@ def build_runtime(
         recent_messages=settings.recent_messages,
         recall_k=settings.recall_k,
         fact_interval=settings.fact_interval,
+        summary_threshold=settings.summary_threshold,
+        memory_tools=bool(_extra_setting(character, "memoryTools") or settings.memory_tools),
         ignore=[str(i) for i in ignore],
     )
     return runtime, choice

@@ -45,6 +45,12 @@ class Settings(BaseSettings):
     """How many semantically recalled memories go into a prompt."""
     fact_interval: int = Field(default=4, ge=1)
     """Run fact extraction every N inbound messages per room."""
+    summary_threshold: int = Field(default=20, ge=0)
+    """Summarize a room's history once this many messages left the recent window (0: never)."""
+    memory_tools: bool = False
+    """Offer memory_search/memory_write/memory_read to the model as tools (a character may turn
+    them on for itself with ``settings.memoryTools: true``). Tools on offer turn off streaming of
+    the model's first answer, hence off by default."""
 
     @field_validator("data_dir", "characters_dir", mode="after")
     @classmethod

@@ -193,3 +193,32 @@ async def test_memory_search_keeps_private_conversations_private(make_runtime) -
     reader = make_runtime(tool_model(read, outputs), memory_tools=True)
     await reader.handle(group("read it", user="ana", mentions_agent=True))
     assert outputs[-1] == {"error": f"error: no memory with id {secret.inbound_id}"}
+
+
+def test_memory_tools_switched_on_by_setting_or_character(character) -> None:  # type: ignore[no-untyped-def]
+    from carrier.assemble import build_runtime
+    from carrier.llm.fake import ScriptedModel
+    from carrier.memory.fake import HashEmbedder
+    from carrier.settings import load_settings
+
+    def tools_of(ch, env):  # type: ignore[no-untyped-def]
+        runtime, _ = build_runtime(
+            ch,
+            settings=load_settings(env),
+            store=None,
+            embedder=HashEmbedder(),
+            environ={},
+            model=ScriptedModel([]),  # type: ignore[arg-type]
+        )
+        return sorted(a.name for a in runtime.registry.actions.values() if a.parameters is not None)
+
+    assert tools_of(character, {}) == []
+    assert tools_of(character, {"CARRIER_MEMORY_TOOLS": "true"}) == [
+        "MEMORY_READ",
+        "MEMORY_SEARCH",
+        "MEMORY_WRITE",
+    ]
+    own = character.model_copy(
+        update={"settings": character.settings.model_copy(update={"memoryTools": True})}
+    )
+    assert tools_of(own, {}) == ["MEMORY_READ", "MEMORY_SEARCH", "MEMORY_WRITE"]
