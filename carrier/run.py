@@ -13,7 +13,9 @@ import logging
 import os
 import signal
 from collections.abc import Sequence
+from importlib.metadata import entry_points
 from pathlib import Path
+from typing import Any
 
 from carrier.settings import Settings
 
@@ -49,6 +51,11 @@ async def run_main(
     )
     jobs = JobService.from_settings(settings)
     try:
+        # The job store is open before any client starts (clients enqueue work), and adapters
+        # register their job handlers (Instagram posting) before the worker runs.
+        await jobs.store.open()
+        manager.services["jobs"] = jobs.store
+        register_job_handlers(jobs, manager)
         reports = await manager.load_files(paths)
         started = 0
         clients = 0
@@ -106,18 +113,39 @@ async def serve_main(settings: Settings, *, host: str, port: int) -> int:
     from carrier.agents import AgentManager
     from carrier.api import check_bind, serve
     from carrier.assemble import default_embedder, open_store
+    from carrier.jobs.service import JobService
 
     check_bind(host, settings)
     store = await open_store(settings)
+    # The web process enqueues and approves jobs; the worker process (carrier run) runs them.
+    jobs = JobService.from_settings(settings)
+    await jobs.store.open()
     manager = AgentManager(
-        store=store, embedder=default_embedder(), settings=settings, environ=os.environ
+        store=store,
+        embedder=default_embedder(),
+        settings=settings,
+        environ=os.environ,
+        services={"jobs": jobs.store},
     )
     try:
         await serve(manager, settings, host=host, port=port)  # uvicorn handles SIGINT/SIGTERM
     finally:
         await manager.close()
+        await jobs.store.close()
         await store.close()
     return 0
+
+
+def register_job_handlers(jobs: Any, manager: Any) -> None:
+    """Adapters' job handlers, from the ``carrier.jobs`` entry points: ``register(jobs, manager)``.
+    One that fails to load is reported and skipped; the others still run."""
+    for ep in entry_points(group="carrier.jobs"):
+        try:
+            ep.load()(jobs, manager)
+        except Exception as exc:
+            log.warning(
+                "job handlers of %r not registered (%s: %s)", ep.name, type(exc).__name__, exc
+            )
 
 
 async def _wait_for_stop() -> None:

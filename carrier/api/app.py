@@ -20,6 +20,7 @@ from carrier.api.errors import install_error_handlers
 from carrier.api.metrics import Metrics
 from carrier.api.ratelimit import RateLimiter
 from carrier.api.routes import agents, clients, health, media, memories, messages, tokens, tools
+from carrier.api.routes import jobs as jobs_routes
 from carrier.api.settings import ApiSettings, load_api_settings
 from carrier.api.state import ApiState
 from carrier.settings import Settings
@@ -36,6 +37,7 @@ ROUTERS: list[APIRouter] = [
     tools.router,
     health.router,
     console_router,
+    jobs_routes.router,
 ]
 """The built-in route groups, in the order they are mounted."""
 

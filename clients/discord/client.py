@@ -20,6 +20,8 @@ import discord
 from discord import app_commands
 
 from carrier.clients import Client, ClientUnavailable
+from carrier.jobs.model import Job
+from clients.discord.approval import ApprovalDesk
 from clients.discord.commands import SlashHandler, add_commands
 from clients.discord.config import DiscordConfig, DiscordPolicy, parse_config
 from clients.discord.connection import build_bot
@@ -91,6 +93,7 @@ class DiscordClient(Client):
         handler = SlashHandler(self)
         self.tree.on_error = handler.on_error  # type: ignore[method-assign]
         add_commands(self.tree, handler)
+        self.approvals = ApprovalDesk(self)  # drafts with Approve/Reject buttons (approval.py)
 
     # -- lifecycle --------------------------------------------------------------------------
     @property
@@ -176,6 +179,11 @@ class DiscordClient(Client):
             )
         self.config = config
         return config
+
+    async def request_approval(self, job: Job) -> str | None:
+        """Post ``job``'s draft in the approval channel with Approve/Reject buttons; the message
+        id, or ``None`` without ``approvalChannel`` (see :mod:`clients.discord.approval`)."""
+        return await self.approvals.post_draft(job)
 
     def check_rate(self, user_id: int, policy: DiscordPolicy) -> Verdict:
         """Count one turn for ``user_id`` against the per-user limit."""

@@ -13,6 +13,10 @@ per ``Post.key`` and says what to do next through its exceptions (see
         ...retry later
     return result.model_dump(mode="json")
 
+Scheduled posting (posting plans, drafts, approval) is in :mod:`clients.instagram.plan` and
+:mod:`clients.instagram.jobs`; the host registers the job handlers with
+``register_instagram_jobs(service, manager)``.
+
 Importing this package imports neither instagrapi nor aioftp.
 """
 
@@ -38,6 +42,7 @@ from clients.instagram.errors import (
     RetryLater,
 )
 from clients.instagram.factory import build_publisher, fernet_key_from_secret
+from clients.instagram.plan import PostingPlan
 from clients.instagram.post import Phase, Post, PostKind, PublishResult, PublishState, PublishStates
 from clients.instagram.publish import prepare_post, publish_post
 
@@ -53,6 +58,7 @@ __all__ = [
     "Phase",
     "Post",
     "PostKind",
+    "PostingPlan",
     "PreparedPost",
     "PublishResult",
     "PublishState",

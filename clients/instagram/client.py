@@ -2,21 +2,30 @@
 
 Instagram posting is driven by jobs (a posting plan, approvals), not by a live connection, so
 the client mostly holds the publisher for its agent: :meth:`publish` is what a job handler
-calls. ``start`` builds the publisher (resolving secrets; nothing is sent to Instagram),
-``stop`` closes its connections.
+calls. ``start`` builds the publisher (resolving secrets; nothing is sent to Instagram), stores
+the plan's schedules in the job store the host put in ``runtime.services["jobs"]`` and enqueues
+uploads still waiting for a job; ``stop`` closes its connections. :meth:`accept_media` takes an
+upload from ``POST /{agent_id}/media``.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from carrier.clients import Client
+from carrier.jobs.base import JobStore
+from carrier.jobs.model import Job
+from carrier.jobs.schedule import Schedule
+from carrier.types import Memory, MemoryKind, MemoryStatus
 from clients.instagram.base import Publisher
-from clients.instagram.config import InstagramConfig
+from clients.instagram.config import InstagramConfig, parse_config
 from clients.instagram.factory import build_publisher
+from clients.instagram.library import MediaLibrary
+from clients.instagram.plan import PLAN_JOB_KIND, PostingPlan, plan_schedule_prefix
 from clients.instagram.post import Post, PublishResult, PublishStates
 from clients.instagram.publish import publish_post
 
@@ -47,7 +56,150 @@ class InstagramClient(Client):
         self.work_dir = work_dir
         self.publisher = publisher
         self.states = PublishStates(runtime.store, str(runtime.character.agent_id))
+        self._library: MediaLibrary | None = None
 
+    # -- the plan ---------------------------------------------------------------------------
+    @property
+    def agent_id(self) -> str:
+        return str(self.runtime.character.agent_id)
+
+    @property
+    def plan(self) -> PostingPlan:
+        """The posting plan (an empty one, for uploads only, when none is configured)."""
+        return self.config.plan or PostingPlan()
+
+    @property
+    def approval_required(self) -> bool:
+        plan = self.plan
+        return plan.approval if plan.approval is not None else self.config.require_approval
+
+    @property
+    def dry_run(self) -> bool:
+        plan = self.plan
+        return plan.dry_run if plan.dry_run is not None else self.config.dry_run
+
+    @property
+    def max_hashtags(self) -> int:
+        rule = self.plan.caption.max_hashtags
+        return rule if rule is not None else self.config.max_hashtags
+
+    @property
+    def jobs(self) -> JobStore | None:
+        """The host's job store (``runtime.services["jobs"]``); ``None`` when it runs none."""
+        store = getattr(self.runtime, "services", {}).get("jobs")
+        return store if isinstance(store, JobStore) else None
+
+    @property
+    def library(self) -> MediaLibrary | None:
+        """The plan's media folder (relative paths are read from the character file's folder)."""
+        folder = self.plan.media.library
+        if not folder:
+            return None
+        root = Path(folder).expanduser()
+        source = getattr(self.runtime.character, "source", None)
+        if not root.is_absolute() and source:
+            root = Path(source).resolve().parent / root
+        library = self._library
+        if library is None or library.root != root or library.order != self.plan.media.order:
+            library = MediaLibrary(
+                root=root,
+                store=self.runtime.store,
+                agent_id=self.agent_id,
+                order=self.plan.media.order,
+            )
+            self._library = library
+        return library
+
+    async def sync_schedules(self, *, now: datetime | None = None) -> list[Schedule]:
+        """Store the plan's schedules in the job store and delete the ones it no longer has.
+        Unchanged schedules keep their progress. Opens the job store if the host has not yet
+        (opening is idempotent). One-off times already past when first stored are skipped."""
+        jobs = self.jobs
+        if jobs is None:
+            if self.config.plan is not None and self.config.plan.schedule is not None:
+                log.warning(
+                    "instagram: %s has a posting plan but this process runs no job store; "
+                    "plans run under `carrier run`",
+                    self.runtime.character.name,
+                )
+            return []
+        await jobs.open()
+        now = now or jobs.clock()
+        prefix = plan_schedule_prefix(self.agent_id)
+        existing = {
+            s.name: s
+            for s in await jobs.list_schedules()
+            if s.name == prefix or s.name.startswith(prefix + ":")
+        }
+        wanted = []
+        for schedule in self.plan.schedules(self.agent_id, default_tz=self.config.timezone):
+            once = getattr(schedule.spec, "at", None)
+            if schedule.name not in existing and once is not None and once < now:
+                log.info("instagram: skipping the past one-off time %s", once.isoformat())
+                continue
+            wanted.append(schedule)
+        for name in set(existing) - {s.name for s in wanted}:
+            await jobs.delete_schedule(name)
+        stored = [await jobs.put_schedule(s) for s in wanted]
+        if stored:
+            log.info(
+                "instagram: %s posts %s",
+                self.runtime.character.name,
+                "; ".join(s.spec.describe() for s in stored),
+            )
+        return stored
+
+    async def accept_media(self, memory: Memory) -> Job | None:
+        """Queue an upload (a ``post`` memory from ``POST /{agent_id}/media``) for posting: an
+        ``instagram.post`` job due at its ``publish_at`` (or now), once per upload. Without a
+        job store the upload stays ``received`` and is queued when the agent starts under
+        ``carrier run``."""
+        jobs = self.jobs
+        if jobs is None:
+            log.warning(
+                "instagram: upload %s is stored; it is queued when the agent runs under "
+                "`carrier run` (this process has no job worker)",
+                memory.id,
+            )
+            return None
+        await jobs.open()
+        publish_at = _when(memory.content.metadata.get("publish_at"))
+        job = await jobs.enqueue(
+            PLAN_JOB_KIND,
+            agent_id=self.agent_id,
+            payload={"source": "upload", "upload_id": memory.id},
+            run_at=publish_at,
+            idempotency_key=f"instagram:upload:{memory.id}",
+        )
+        log.info("instagram: upload %s queued as job %s (due %s)", memory.id, job.id, job.run_at)
+        return job
+
+    async def queue_waiting_uploads(self) -> list[Job]:
+        """Queue the uploads stored while no publisher took them (still ``received``)."""
+        if self.jobs is None:
+            return []
+        waiting = await self.runtime.store.get_memories(
+            agent_id=self.agent_id,
+            kinds=[MemoryKind.POST],
+            statuses=[MemoryStatus.RECEIVED],
+            limit=500,
+        )
+        queued = []
+        for memory in reversed(waiting):  # oldest first
+            if memory.content.source == "api" and memory.content.attachments:
+                job = await self.accept_media(memory)
+                if job is not None:
+                    queued.append(job)
+        return queued
+
+    async def update_config(self, new: Mapping[str, Any] | InstagramConfig) -> InstagramConfig:
+        """Apply a new ``clientConfig.instagram`` (raises ConfigError when invalid) and store the
+        plan's schedules again. The publisher keeps its connection settings until restart."""
+        self.config = new if isinstance(new, InstagramConfig) else parse_config(new)
+        await self.sync_schedules()
+        return self.config
+
+    # -- lifecycle --------------------------------------------------------------------------
     async def start(self) -> None:
         if self.publisher is None:
             self.publisher = build_publisher(
@@ -61,8 +213,10 @@ class InstagramClient(Client):
             "instagram client ready for %s (%s publisher%s)",
             self.runtime.character.name,
             self.publisher.name,
-            ", dry run" if self.config.dry_run else "",
+            ", dry run" if self.dry_run else "",
         )
+        await self.sync_schedules()
+        await self.queue_waiting_uploads()
 
     async def stop(self) -> None:
         if self.publisher is not None:
@@ -81,3 +235,13 @@ class InstagramClient(Client):
             work_dir=self.work_dir,
             dry_run=dry_run,
         )
+
+
+def _when(value: Any) -> datetime | None:
+    """An upload's ``publish_at`` (ISO text) as an aware time; ``None`` for now."""
+    if not value:
+        return None
+    moment = value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment

@@ -12,6 +12,7 @@ never here: they are named (``accessTokenSecret: INSTAGRAM_ACCESS_TOKEN``) and r
         fit: pad                       # crop | pad, for images outside 4:5 .. 1.91:1
         background: "#ffffff"          # what transparent pixels and padding become
         maxHashtags: 5
+        plan: {...}                    # a posting plan: see clients/instagram/plan.py
         ftp:
           host: ftp.example.com
           user: uploader
@@ -28,10 +29,19 @@ import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 from carrier.errors import ConfigError
+from clients.instagram.plan import PostingPlan, check_timezone, parse_approval
 
 __all__ = [
     "FtpSettings",
@@ -153,6 +163,9 @@ class InstagramConfig(_Model):
     require_approval: bool = Field(
         default=False, validation_alias=AliasChoices("requireApproval", "approval")
     )
+    """Drafts wait for a human (``true`` / ``required``); a plan's ``approval`` overrides it."""
+    plan: PostingPlan | None = None
+    """When and what to post (see :mod:`clients.instagram.plan`)."""
     ftp: FtpSettings | None = None
     instagrapi: InstagrapiSettings = Field(default_factory=InstagrapiSettings)
 
@@ -162,6 +175,25 @@ class InstagramConfig(_Model):
         if not _VERSION.match(value):
             raise ValueError(f"expected a Graph API version like 'v21.0', got {value!r}")
         return value
+
+    @field_validator("require_approval", mode="before")
+    @classmethod
+    def _approval_words(cls, value: Any) -> Any:
+        return parse_approval(value)
+
+    @model_validator(mode="after")
+    def _known_timezone(self) -> InstagramConfig:
+        try:
+            check_timezone(self.timezone)
+        except ValueError as exc:
+            raise ValueError(f"timezone: {exc}") from None
+        return self
+
+    @property
+    def timezone(self) -> str | None:
+        """The account's time zone (``timezone``, kept as an extra key), for plans."""
+        value = (self.model_extra or {}).get("timezone")
+        return str(value) if value else None
 
     @field_validator("graph_base_url")
     @classmethod
@@ -186,7 +218,7 @@ def parse_config(config: Mapping[str, Any] | None) -> InstagramConfig:
     except ValidationError as exc:
         lines = []
         for error in exc.errors():
-            where = ".".join(str(p) for p in error["loc"])
-            lines.append(f"  - clientConfig.instagram.{where}: {error['msg']}")
+            where = "".join(f".{p}" for p in error["loc"])
+            lines.append(f"  - clientConfig.instagram{where}: {error['msg']}")
         raise ConfigError("invalid Instagram configuration:\n" + "\n".join(lines)) from None
     return parsed
