@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,8 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
+
+from carrier.lookup import AgentRef, resolve_agent
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -56,11 +57,7 @@ class KnowledgeCliDeps:
     store: Callable[[], Awaitable[Store]] | None = None
 
 
-@dataclass
-class _Agent:
-    id: str
-    name: str
-    note: str | None = None
+_Agent = AgentRef
 
 
 class _Session:
@@ -133,35 +130,8 @@ def _run(ctx: typer.Context, action: Callable[[_Session], Awaitable[T]]) -> T:
 
 
 async def _agent(store: Store, given: str) -> _Agent:
-    """An agent named by a character file, an agent id, or a stored agent's name."""
-    from carrier.character import CHARACTER_SUFFIXES, load_character
-    from carrier.knowledge import KnowledgeError
-
-    path = Path(given)
-    if path.suffix.lower() in CHARACTER_SUFFIXES and await asyncio.to_thread(path.is_file):
-        character = await asyncio.to_thread(load_character, path)
-        return _Agent(character.agent_id, character.name)
-    record = await store.get_agent(given)
-    if record is not None:
-        return _Agent(record.id, record.name)
-    named = [r for r in await store.list_agents() if r.name.lower() == given.lower()]
-    if len(named) == 1:
-        return _Agent(named[0].id, named[0].name)
-    if len(named) > 1:
-        ids = ", ".join(r.id for r in named)
-        raise KnowledgeError([f"several agents are named {given!r} ({ids}); give the id"])
-    if path.suffix.lower() in CHARACTER_SUFFIXES:
-        raise KnowledgeError([f"{given}: no such character file"])
-    try:
-        uuid.UUID(given)
-    except ValueError:
-        raise KnowledgeError(
-            [
-                f"no agent {given!r}: give a character file (characters/NAME.yaml), or the id or "
-                "name of an agent in the store"
-            ]
-        ) from None
-    return _Agent(given, given, note=f"agent {given} is not in the store yet")
+    """An agent named by a character file, an agent id (even one not stored yet), or a name."""
+    return await resolve_agent(store, given, allow_unknown_id=True)
 
 
 class _Bars:

@@ -76,50 +76,15 @@ def _with_store(action: Callable[[Store], Awaitable[T]]) -> T:
         raise typer.Exit(2) from None
 
 
-def _character_agent_id(agent: str) -> str | None:
-    """The agent id of a character file, or None when ``agent`` is not a file."""
-    path = Path(agent)
-    if path.suffix.lower() not in (".json", ".yaml", ".yml", ".png") and not path.is_file():
-        return None
-    if not path.is_file():
-        typer.echo(f"no character file {agent}", err=True)
-        raise typer.Exit(1)
-    from carrier.character import load_character
-    from carrier.errors import CharacterError
-
-    try:
-        return load_character(path).agent_id
-    except CharacterError as exc:
-        typer.echo(str(exc), err=True)
-        raise typer.Exit(2) from None
-
-
 def _with_agent(agent: str, action: Callable[[Store, str], Awaitable[T]]) -> T:
     """:func:`_with_store`, with the agent resolved to its id: a character file's agent, else an
     agent id or name known to the store."""
-    from_file = _character_agent_id(agent)
+    from carrier.lookup import resolve_agent
 
     async def run(store: Store) -> T:
-        agent_id = from_file or await _agent_id(store, agent)
-        return await action(store, agent_id)
+        return await action(store, (await resolve_agent(store, agent)).id)
 
     return _with_store(run)
-
-
-async def _agent_id(store: Store, agent: str) -> str:
-    if await store.get_agent(agent) is not None:
-        return agent
-    agents = await store.list_agents()
-    named = [a for a in agents if a.name.lower() == agent.lower()]
-    if len(named) == 1:
-        return named[0].id
-    if len(named) > 1:
-        ids = ", ".join(a.id for a in named)
-        raise _Exit(f"several agents are named {agent!r} ({ids}); pass the id instead")
-    known = ", ".join(f"{a.name} ({a.id})" for a in agents[:10]) or "none"
-    raise _Exit(
-        f"no agent with id or name {agent!r} in the store; pass a character file or one of: {known}"
-    )
 
 
 def _kinds(values: list[str] | None) -> list[MemoryKind] | None:

@@ -95,7 +95,7 @@ def test_unknown_agent_and_bad_kind_are_explained(character_file: Path) -> None:
     result = run("list", "--agent", "harbor", "--kind", "dream")
     assert result.exit_code == 2 and "use one of message, fact" in result.stderr
     result = run("list", "--agent", "missing.yaml")
-    assert result.exit_code == 1 and "no character file missing.yaml" in result.stderr
+    assert result.exit_code == 1 and "missing.yaml: no such character file" in result.stderr
 
 
 def test_search_by_meaning(character_file: Path) -> None:

@@ -94,6 +94,6 @@ def test_cli_sync_a_character_and_report_errors(tmp_path: Path, write_character)
     assert str(character.source) in failed.output and "knowledge.0.path" in failed.output
 
     nobody = invoke("list", "--agent", "nobody-at-all")
-    assert nobody.exit_code == 1 and "no agent 'nobody-at-all'" in nobody.output
+    assert nobody.exit_code == 1 and "no agent with id or name 'nobody-at-all'" in nobody.output
     bad_path = invoke("add", str(tmp_path / "nope.txt"), "--agent", str(character.source))
     assert bad_path.exit_code == 1 and "nope.txt: not found" in bad_path.output
