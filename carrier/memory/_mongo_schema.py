@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from typing import Any
 
-from pymongo import ASCENDING, DESCENDING, IndexModel
+from pymongo import ASCENDING, DESCENDING, TEXT, IndexModel
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import CollectionInvalid, OperationFailure
 
@@ -25,6 +25,7 @@ __all__ = [
     "INDEXES",
     "MIGRATIONS",
     "SCHEMA_VERSION",
+    "detect_text_search",
     "detect_vector_search",
     "migrate",
     "stored_version",
@@ -72,6 +73,16 @@ INDEXES: dict[str, tuple[IndexModel, ...]] = {
             [("agent_id", ASCENDING), ("embedding_model", ASCENDING), ("embedding_dim", ASCENDING)],
             name="memories_embedding",
         ),
+        # Loading an agent's vectors into the in-process index, in insertion order.
+        IndexModel(
+            [
+                ("agent_id", ASCENDING),
+                ("embedding_model", ASCENDING),
+                ("embedding_dim", ASCENDING),
+                ("seq", ASCENDING),
+            ],
+            name="memories_vectors",
+        ),
     ),
     "settings": (),
     "meta": (),
@@ -87,7 +98,12 @@ async def _initial(db: Database) -> None:
     """1: the initial layout; the collections and indexes in :data:`INDEXES` are all of it."""
 
 
-MIGRATIONS: tuple[Migration, ...] = (_initial,)
+async def _recall(db: Database) -> None:
+    """2: the ``memories_vectors`` index (in :data:`INDEXES`) and, where the server has text
+    indexes, ``memories_text`` (made by :func:`detect_text_search` on every open)."""
+
+
+MIGRATIONS: tuple[Migration, ...] = (_initial, _recall)
 """Data migrations: step ``i`` (0-based) brings a database to version ``i + 1``. Append only."""
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -155,5 +171,24 @@ async def detect_vector_search(db: Database) -> bool:
         await (await memories.aggregate([probe])).to_list()
     except OperationFailure as exc:
         logger.debug("no $vectorSearch on this MongoDB server: %s", exc)
+        return False
+    return True
+
+
+TEXT_INDEX = "memories_text"
+
+
+async def detect_text_search(db: Database) -> bool:
+    """Make the text index of memories' text if it is missing; whether the server has one.
+
+    MongoDB has had text indexes forever; some compatible servers (SecantusDB) refuse them, and
+    the store then ranks text matches itself (``_mongo_search.text_hits``).
+    """
+    try:
+        await db["memories"].create_index(
+            [("content.text", TEXT)], name=TEXT_INDEX, default_language="english"
+        )
+    except OperationFailure as exc:
+        logger.debug("no text index on this MongoDB server: %s", exc)
         return False
     return True

@@ -158,9 +158,92 @@ class Store(ABC):
         kinds: Sequence[MemoryKind] | None = None,
         exclude_ids: Sequence[str] = (),
         min_score: float = -1.0,
+        since: datetime | None = None,
+        before: datetime | None = None,
     ) -> list[ScoredMemory]:
         """Top-k by cosine similarity, best first. Only memories whose ``embedding_model`` equals
-        the given one are compared (vectors of different models never mix)."""
+        the given one are compared (vectors of different models never mix). ``since`` (inclusive)
+        and ``before`` (exclusive) bound ``created_at``."""
+
+    async def search_hybrid(
+        self,
+        *,
+        agent_id: str,
+        text: str,
+        embedding: Sequence[float],
+        embedding_model: str,
+        k: int = 10,
+        room_id: str | None = None,
+        entity_id: str | None = None,
+        kinds: Sequence[MemoryKind] | None = None,
+        exclude_ids: Sequence[str] = (),
+        since: datetime | None = None,
+        before: datetime | None = None,
+    ) -> list[ScoredMemory]:
+        """Top-k by full-text relevance to ``text`` and cosine similarity to ``embedding``, fused
+        by reciprocal rank fusion (:mod:`carrier.memory.hybrid`): a memory that shares a rare
+        word with ``text`` ranks high even when its vector does not. ``score`` is the fused score
+        (``sum(1 / (60 + rank))``), not a cosine. Filters as in :meth:`search_memories`.
+
+        This default ranks by vectors alone; the SQLite and MongoDB stores override it.
+        """
+        from carrier.memory.hybrid import reciprocal_rank_fusion
+
+        hits = await self.search_memories(
+            agent_id=agent_id,
+            embedding=embedding,
+            embedding_model=embedding_model,
+            k=k,
+            room_id=room_id,
+            entity_id=entity_id,
+            kinds=kinds,
+            exclude_ids=exclude_ids,
+            since=since,
+            before=before,
+        )
+        fused = dict(reciprocal_rank_fusion([[h.memory.id for h in hits]]))
+        return [ScoredMemory(memory=h.memory, score=fused[h.memory.id]) for h in hits]
+
+    async def prepare_search(  # noqa: B027 - optional hook: a no-op where nothing loads
+        self, *, agent_id: str, embedding_model: str, dim: int
+    ) -> None:
+        """Load what searching the agent's ``embedding_model`` vectors needs (an in-memory index)
+        now rather than on the first search; returns when it is ready. A no-op where nothing
+        needs loading. Call it at agent start, in the background, to make the first recall fast."""
+
+    async def count_stale_embeddings(
+        self, *, embedding_model: str, agent_id: str | None = None
+    ) -> int:
+        """How many memories have a vector of a model other than ``embedding_model``."""
+        return len(await self._stale_by_paging(embedding_model, agent_id, limit=None))
+
+    async def stale_embeddings(
+        self, *, embedding_model: str, agent_id: str | None = None, limit: int = 256
+    ) -> list[Memory]:
+        """Up to ``limit`` memories whose vector was made by a model other than
+        ``embedding_model`` (memories without a vector are not included), oldest first; what
+        :func:`carrier.memory.reindex.reindex` re-embeds."""
+        return await self._stale_by_paging(embedding_model, agent_id, limit=limit)
+
+    async def _stale_by_paging(
+        self, embedding_model: str, agent_id: str | None, *, limit: int | None
+    ) -> list[Memory]:
+        agents = [agent_id] if agent_id is not None else [a.id for a in await self.list_agents()]
+        found: list[Memory] = []
+        for agent in agents:
+            before: datetime | None = None
+            while True:
+                page = await self.get_memories(agent_id=agent, before=before, limit=500)
+                found.extend(
+                    m
+                    for m in page
+                    if m.embedding_model is not None and m.embedding_model != embedding_model
+                )
+                if len(page) < 500:
+                    break
+                before = page[-1].created_at
+        found.sort(key=lambda m: m.created_at)
+        return found if limit is None else found[:limit]
 
     @abstractmethod
     async def delete_memory(self, memory_id: str) -> bool: ...

@@ -2,20 +2,33 @@
 
 The base class owns batching, de-duplication and the content-hash cache; implementations only
 encode the texts the cache has not seen (:meth:`Embedder._encode`).
+
+Micro-batching: concurrent :meth:`Embedder.embed` calls (one per conversation turn) are coalesced.
+A call's uncached texts join a queue; one drain task per event loop encodes the queue in batches
+of up to ``max_batch`` texts, one :meth:`~Embedder._encode` at a time. While a batch is being
+encoded, new requests gather behind it and go together in the next one, so under load the model
+runs full batches (its best throughput), and a lone request waits for nobody: no timer, just the
+next turn of the event loop. Small requests (a turn's message) go before bulk ones (a document
+being ingested), so a large ingestion does not hold up conversations by more than one batch.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
 __all__ = ["Embedder", "normalize_rows"]
 
 DEFAULT_CACHE_SIZE = 10_000
+DEFAULT_MAX_BATCH = 64
+_SMALL_REQUEST = 8
+"""Requests of at most this many uncached texts go ahead of bulk ones."""
 
 
 def normalize_rows(vectors: np.ndarray) -> np.ndarray:
@@ -39,11 +52,17 @@ class Embedder(ABC):
     name: str
     dim: int
 
-    def __init__(self, *, cache_size: int = DEFAULT_CACHE_SIZE) -> None:
+    def __init__(
+        self, *, cache_size: int = DEFAULT_CACHE_SIZE, max_batch: int = DEFAULT_MAX_BATCH
+    ) -> None:
         if cache_size < 0:
             raise ValueError(f"cache_size must be >= 0, got {cache_size}")
+        if max_batch < 1:
+            raise ValueError(f"max_batch must be >= 1, got {max_batch}")
         self.cache_size = cache_size
+        self.max_batch = max_batch
         self._cache: OrderedDict[bytes, np.ndarray] = OrderedDict()
+        self._batchers: dict[asyncio.AbstractEventLoop, _Batcher] = {}
 
     @property
     def model_id(self) -> str:
@@ -73,17 +92,13 @@ class Embedder(ABC):
                 self._cache.move_to_end(key)
                 found[key] = cached
         if misses:
-            encoded = await self._encode(list(misses.values()))
-            vectors = normalize_rows(encoded)
-            expected = (len(misses), self.dim)
-            if vectors.shape != expected:
-                raise ValueError(
-                    f"{type(self).__name__}._encode returned shape {vectors.shape}, "
-                    f"expected {expected}"
-                )
-            for key, row in zip(misses, vectors, strict=True):
+            batcher = self._batcher()
+            bulk = len(misses) > _SMALL_REQUEST
+            futures = [batcher.submit(key, text, bulk=bulk) for key, text in misses.items()]
+            # Shielded: a cancelled caller must not cancel a result other callers share.
+            rows = await asyncio.gather(*(asyncio.shield(f) for f in futures))
+            for key, row in zip(misses, rows, strict=True):
                 found[key] = row
-                self._remember(key, row.copy())  # a copy: a view would pin the whole batch
         out = np.empty((len(keys), self.dim), dtype=np.float32)
         for i, key in enumerate(keys):
             out[i] = found[key]
@@ -92,6 +107,25 @@ class Embedder(ABC):
     async def embed_one(self, text: str) -> np.ndarray:
         """Shape ``(dim,)``: the normalized vector of one text."""
         return (await self.embed([text]))[0]
+
+    async def _encode_batch(self, texts: list[str]) -> np.ndarray:
+        """One model call: normalized rows, shape checked."""
+        vectors = normalize_rows(await self._encode(texts))
+        expected = (len(texts), self.dim)
+        if vectors.shape != expected:
+            raise ValueError(
+                f"{type(self).__name__}._encode returned shape {vectors.shape}, expected {expected}"
+            )
+        return vectors
+
+    def _batcher(self) -> _Batcher:
+        loop = asyncio.get_running_loop()
+        batcher = self._batchers.get(loop)
+        if batcher is None:
+            for old in [old for old in self._batchers if old.is_closed()]:
+                del self._batchers[old]
+            batcher = self._batchers[loop] = _Batcher(self, loop)
+        return batcher
 
     def clear_cache(self) -> None:
         """Forget every cached vector."""
@@ -104,3 +138,71 @@ class Embedder(ABC):
         self._cache.move_to_end(key)
         while len(self._cache) > self.cache_size:
             self._cache.popitem(last=False)
+
+
+@dataclass
+class _Request:
+    text: str
+    future: asyncio.Future[np.ndarray]
+
+
+@dataclass
+class _Batcher:
+    """The queue of texts waiting to be encoded on one event loop, and its drain task."""
+
+    embedder: Embedder
+    loop: asyncio.AbstractEventLoop
+    small: OrderedDict[bytes, _Request] = field(default_factory=OrderedDict)
+    bulk: OrderedDict[bytes, _Request] = field(default_factory=OrderedDict)
+    running: dict[bytes, _Request] = field(default_factory=dict)
+    """Texts in the batch being encoded: a new request for one of them shares its result."""
+    task: asyncio.Task[None] | None = None
+
+    def submit(self, key: bytes, text: str, *, bulk: bool) -> asyncio.Future[np.ndarray]:
+        request = self.running.get(key) or self.small.get(key) or self.bulk.get(key)
+        if request is None:
+            request = _Request(text, self.loop.create_future())
+            (self.bulk if bulk else self.small)[key] = request
+        if self.task is None:
+            # The task's first step runs on the loop's next turn, after every coroutine that is
+            # ready now has queued its texts: concurrent callers share the first batch too.
+            self.task = self.loop.create_task(self._drain(), name="carrier-embed-batches")
+        return request.future
+
+    def _take(self) -> dict[bytes, _Request]:
+        batch: dict[bytes, _Request] = {}
+        for queue in (self.small, self.bulk):
+            while queue and len(batch) < self.embedder.max_batch:
+                key, request = queue.popitem(last=False)
+                batch[key] = request
+        return batch
+
+    async def _drain(self) -> None:
+        try:
+            while self.small or self.bulk:
+                self.running = self._take()
+                live = {k: r for k, r in self.running.items() if not r.future.cancelled()}
+                if not live:
+                    continue
+                try:
+                    vectors = await self.embedder._encode_batch([r.text for r in live.values()])
+                except Exception as exc:
+                    for request in live.values():
+                        if not request.future.done():
+                            request.future.set_exception(exc)
+                    continue
+                for (key, request), row in zip(live.items(), vectors, strict=True):
+                    vector = row.copy()  # a copy: a view would pin the whole batch
+                    self.embedder._remember(key, vector)
+                    if not request.future.done():
+                        request.future.set_result(vector)
+        finally:
+            # Only when the task itself was cancelled (the loop is closing) is anything left.
+            for queue in (self.running, self.small, self.bulk):
+                for request in queue.values():
+                    if not request.future.done():
+                        request.future.cancel()
+            self.running = {}
+            self.small.clear()
+            self.bulk.clear()
+            self.task = None

@@ -8,23 +8,31 @@ Usage::
 Documents reference each other by id only, as in the SQLite store: a memory may be written before
 its room, and :meth:`MongoStore.delete_agent` removes what an agent owns collection by collection
 (not in a transaction: a standalone server has none; a failure part-way leaves the agent in place,
-so deleting again finishes the job). Vector search filters in MongoDB and scores the candidates
-with exact numpy cosine (``_mongo_search.py``); whether the server could run ``$vectorSearch``
-itself is detected on :meth:`~MongoStore.open` and exposed as
-:attr:`MongoStore.supports_vector_search`. The document layout is described in
-``_mongo_codec.py``, collections, indexes and the schema version in ``_mongo_schema.py``.
+so deleting again finishes the job). The document layout is described in ``_mongo_codec.py``,
+collections, indexes and the schema version in ``_mongo_schema.py``.
+
+Vector search (``_mongo_search.py``): where the server runs ``$vectorSearch`` (detected on
+:meth:`~MongoStore.open`, :attr:`MongoStore.supports_vector_search`) the store creates a vector
+search index per dimension and searches in the server; elsewhere it keeps the agent's vectors in an
+in-process :class:`~carrier.memory.index.VectorIndex`, kept in step with this store's writes. That
+index sees memories other processes insert (it polls for them, at most once a second), but not
+their updates or deletions until it is reloaded: run one worker per database, or use a server with
+``$vectorSearch``, when several processes write memories. Full-text search uses a text index where
+the server has them (:attr:`MongoStore.supports_text_search`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractContextManager, suppress
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+import numpy as np
 from bson import ObjectId
 from pymongo import AsyncMongoClient
 from pymongo.asynchronous.collection import AsyncCollection
@@ -33,10 +41,17 @@ from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from carrier.errors import ConfigError, StoreError
 from carrier.memory import _mongo_codec as codec
+from carrier.memory import _mongo_search as search
 from carrier.memory._mongo_errors import password, redact, scrub, translated
-from carrier.memory._mongo_schema import SCHEMA_VERSION, detect_vector_search, migrate
-from carrier.memory._mongo_search import exact_search
+from carrier.memory._mongo_schema import (
+    SCHEMA_VERSION,
+    detect_text_search,
+    detect_vector_search,
+    migrate,
+)
 from carrier.memory.base import Store
+from carrier.memory.hybrid import candidate_count, reciprocal_rank_fusion
+from carrier.memory.index import VectorFilter, VectorIndex, VectorRows
 from carrier.types import (
     AgentRecord,
     Entity,
@@ -60,6 +75,11 @@ SERVER_SELECTION_TIMEOUT_MS = 10_000
 """How long :meth:`MongoStore.from_url` waits for a server unless the URI says otherwise."""
 
 _MERGE_ATTEMPTS = 20
+_POLL_INTERVAL_S = 1.0
+"""How often the in-process vector index looks for memories other processes inserted."""
+_POLL_SLACK_S = 10.0
+"""How far back each poll looks (ObjectIds carry the inserting machine's clock, in seconds)."""
+_VECTOR_INDEX_RECHECK_S = 10.0
 
 Document = dict[str, Any]
 
@@ -83,6 +103,14 @@ class MongoStore(Store):
         self._lock = asyncio.Lock()
         self.supports_vector_search: bool | None = None
         """Whether the server runs ``$vectorSearch``; ``None`` until :meth:`open`."""
+        self.supports_text_search: bool | None = None
+        """Whether the server has text indexes (``$text``); ``None`` until :meth:`open`."""
+        self.vectors: VectorIndex | None = None
+        """The in-process vector index, on servers without ``$vectorSearch``."""
+        self._vector_index_ready: dict[int, float] = {}
+        """Per dimension: when the ``$vectorSearch`` index was last seen not queryable (0: it is)."""
+        self._polled: dict[str, float] = {}
+        """Per agent: monotonic time of the last poll for other processes' inserts."""
 
     def __repr__(self) -> str:
         return f"MongoStore({self._where!r})"
@@ -134,15 +162,24 @@ class MongoStore(Store):
                 with self._errors("opening"):
                     await migrate(db, self._where)
                     self.supports_vector_search = await detect_vector_search(db)
+                    self.supports_text_search = await detect_text_search(db)
             except BaseException:
                 await self.close()  # a client it made does not outlive a failed open
                 raise
             self._db = db
+            if not self.supports_vector_search:
+                self.vectors = VectorIndex(load=self._load_vectors, count=self._count_vectors)
             logger.debug(
-                "MongoStore %s open (vector search: %s)", self._where, self.supports_vector_search
+                "MongoStore %s open (vector search: %s, text search: %s)",
+                self._where,
+                self.supports_vector_search,
+                self.supports_text_search,
             )
 
     async def close(self) -> None:
+        vectors, self.vectors = self.vectors, None
+        if vectors is not None:
+            await vectors.close()
         self._db = None
         client = self._client
         if client is not None and self._make_client is not None:  # only a client it made
@@ -216,6 +253,8 @@ class MongoStore(Store):
                 await self._col(name).delete_many(owned)
             # Last, so that a failure above leaves the agent to delete again.
             result = await self._col("agents").delete_one({"_id": agent_id})
+        if self.vectors is not None:
+            self.vectors.drop_agent(agent_id)
         return result.deleted_count > 0
 
     # -- rooms, entities, participants -----------------------------------------------------
@@ -319,6 +358,7 @@ class MongoStore(Store):
                         f"MongoDB store {self._where}: memory {memory.id} vanished on insert"
                     ) from None
                 return codec.memory_from_doc(stored)
+        self._index_memory(memory)
         # The document as inserted reads back as the stored memory: no second round trip.
         return codec.memory_from_doc(doc)
 
@@ -329,9 +369,11 @@ class MongoStore(Store):
     async def update_memory(self, memory: Memory) -> None:
         col = self._col("memories")
         with self._errors(f"updating memory {memory.id}"):
-            await col.update_one(
+            result = await col.update_one(
                 {"_id": memory.id}, {"$set": codec.memory_update(memory, utcnow())}
             )
+        if result.matched_count:
+            self._index_memory(memory)
 
     async def set_memory_status(
         self, memory_id: str, status: MemoryStatus, *, error: str | None = None
@@ -392,20 +434,83 @@ class MongoStore(Store):
         kinds: Sequence[MemoryKind] | None = None,
         exclude_ids: Sequence[str] = (),
         min_score: float = -1.0,
+        since: datetime | None = None,
+        before: datetime | None = None,
     ) -> list[ScoredMemory]:
+        hits = await self._vector_hits(
+            agent_id=agent_id,
+            embedding=embedding,
+            embedding_model=embedding_model,
+            k=k,
+            room_id=room_id,
+            entity_id=entity_id,
+            kinds=kinds,
+            exclude_ids=exclude_ids,
+            since=since,
+            before=before,
+        )
+        return await self._scored([(i, s) for i, s in hits if s >= min_score])
+
+    async def _vector_hits(
+        self,
+        *,
+        agent_id: str,
+        embedding: Sequence[float],
+        embedding_model: str,
+        k: int,
+        room_id: str | None,
+        entity_id: str | None,
+        kinds: Sequence[MemoryKind] | None,
+        exclude_ids: Sequence[str],
+        since: datetime | None,
+        before: datetime | None,
+    ) -> list[tuple[str, float]]:
         query = codec.memory_filter(agent_id, room_id, entity_id, kinds)
-        if query is None:
+        dim = len(embedding)
+        if query is None or k <= 0 or dim == 0:
             return []
+        window: dict[str, int] = {}
+        if since is not None:
+            window["$gte"] = codec.to_us(since)
+        if before is not None:
+            window["$lt"] = codec.to_us(before)
+        if window:
+            query["created_us"] = window
+        memories = self._col("memories")
         with self._errors("searching memories"):
+            if self.supports_vector_search and await self._vector_index_queryable(dim):
+                filters = query | {"embedding_model": embedding_model}
+                if exclude_ids:
+                    filters["_id"] = {"$nin": list(exclude_ids)}
+                pipeline = search.vector_search_pipeline(filters=filters, embedding=embedding, k=k)
+                docs = await (await memories.aggregate(pipeline)).to_list()
+                return [(doc["_id"], float(doc["score"])) for doc in docs]
+            if self.vectors is not None:
+                await self._poll_inserts(agent_id)
+                found = await self.vectors.search(
+                    agent_id=agent_id,
+                    model=embedding_model,
+                    query=np.asarray(embedding, dtype=np.float32),
+                    k=k,
+                    flt=VectorFilter(
+                        room_id=room_id,
+                        entity_id=entity_id,
+                        kinds=frozenset(map(str, kinds)) if kinds is not None else None,
+                        since_us=window.get("$gte"),
+                        before_us=window.get("$lt"),
+                        exclude_ids=frozenset(exclude_ids),
+                    ),
+                )
+                if found is not None:
+                    return found
             try:
-                return await exact_search(
-                    self._col("memories"),
+                return await search.exact_search(
+                    memories,
                     query,
                     embedding=embedding,
                     embedding_model=embedding_model,
                     k=k,
                     exclude_ids=exclude_ids,
-                    min_score=min_score,
                 )
             except ValueError as exc:
                 raise StoreError(
@@ -413,10 +518,179 @@ class MongoStore(Store):
                     f"{embedding_model} vector is unreadable: {exc}"
                 ) from exc
 
+    async def _scored(self, hits: Sequence[tuple[str, float]]) -> list[ScoredMemory]:
+        """The memories of ``hits`` (ids and scores) in that order; deleted ones left out."""
+        if not hits:
+            return []
+        docs = await self._find(
+            "reading search results", "memories", {"_id": {"$in": [i for i, _ in hits]}}
+        )
+        by_id = {doc["_id"]: codec.memory_from_doc(doc) for doc in docs}
+        return [
+            ScoredMemory(memory=by_id[memory_id], score=score)
+            for memory_id, score in hits
+            if memory_id in by_id
+        ]
+
+    async def search_hybrid(
+        self,
+        *,
+        agent_id: str,
+        text: str,
+        embedding: Sequence[float],
+        embedding_model: str,
+        k: int = 10,
+        room_id: str | None = None,
+        entity_id: str | None = None,
+        kinds: Sequence[MemoryKind] | None = None,
+        exclude_ids: Sequence[str] = (),
+        since: datetime | None = None,
+        before: datetime | None = None,
+    ) -> list[ScoredMemory]:
+        query = codec.memory_filter(agent_id, room_id, entity_id, kinds)
+        if query is None or k <= 0:
+            return []
+        n = candidate_count(k)
+        by_vector = await self._vector_hits(
+            agent_id=agent_id,
+            embedding=embedding,
+            embedding_model=embedding_model,
+            k=n,
+            room_id=room_id,
+            entity_id=entity_id,
+            kinds=kinds,
+            exclude_ids=exclude_ids,
+            since=since,
+            before=before,
+        )
+        window: dict[str, int] = {}
+        if since is not None:
+            window["$gte"] = codec.to_us(since)
+        if before is not None:
+            window["$lt"] = codec.to_us(before)
+        if window:
+            query["created_us"] = window
+        if exclude_ids:
+            query["_id"] = {"$nin": list(exclude_ids)}
+        with self._errors("searching memories by text"):
+            by_text = await search.text_hits(
+                self._col("memories"),
+                query,
+                text,
+                limit=n,
+                text_index=bool(self.supports_text_search),
+            )
+        fused = reciprocal_rank_fusion([[i for i, _ in by_vector], by_text], limit=k)
+        return await self._scored(fused)
+
+    # -- the vector index --------------------------------------------------------------------
+    async def prepare_search(self, *, agent_id: str, embedding_model: str, dim: int) -> None:
+        if self.supports_vector_search:
+            with self._errors("preparing vector search"):
+                await self._vector_index_queryable(dim)
+        elif self.vectors is not None:
+            await self.vectors.prepare(agent_id, embedding_model, dim)
+
+    async def _vector_index_queryable(self, dim: int) -> bool:
+        seen = self._vector_index_ready.get(dim)
+        if seen == 0.0:
+            return True
+        now = time.monotonic()
+        if seen is not None and now - seen < _VECTOR_INDEX_RECHECK_S:
+            return False
+        ready = await search.ensure_vector_index(self._col("memories"), dim)
+        self._vector_index_ready[dim] = 0.0 if ready else now
+        return ready
+
+    def _index_memory(self, memory: Memory) -> None:
+        """Keep the in-process vector index in step with a memory just written."""
+        if self.vectors is None:
+            return
+        if memory.embedding is None or memory.embedding_model is None:
+            self.vectors.remove([memory.id], agent_id=memory.agent_id)
+            return
+        self.vectors.upsert(
+            memory.agent_id,
+            memory.embedding_model,
+            VectorRows(
+                ids=[memory.id],
+                rooms=[memory.room_id],
+                entities=[memory.entity_id],
+                kinds=[str(memory.kind)],
+                created_us=[codec.to_us(memory.created_at)],
+                vectors=np.asarray([memory.embedding], dtype=np.float32),
+            ),
+        )
+
+    async def _poll_inserts(self, agent_id: str) -> None:
+        """Add memories that other processes inserted since the last poll to the vector index."""
+        assert self.vectors is not None
+        now = time.monotonic()
+        if not self.vectors.has_agent(agent_id):
+            self._polled[agent_id] = now  # this search loads everything: polls start after it
+            return
+        last = self._polled.setdefault(agent_id, now)
+        if now - last < _POLL_INTERVAL_S:
+            return
+        self._polled[agent_id] = now
+        since = datetime.now(UTC) - timedelta(seconds=now - last + _POLL_SLACK_S)
+        docs = await self._find(
+            "polling for new memories",
+            "memories",
+            {"agent_id": agent_id, "seq": {"$gte": ObjectId.from_datetime(since)}},
+        )
+        for doc in docs:
+            self._index_memory(codec.memory_from_doc(doc))
+
+    async def _count_vectors(self, agent_id: str, model: str, dim: int) -> int:
+        col = self._col("memories")
+        query = {"agent_id": agent_id, "embedding_model": model, "embedding_dim": dim}
+        with self._errors("counting vectors"):
+            return await col.count_documents(query)
+
+    async def _load_vectors(self, agent_id: str, model: str, dim: int) -> AsyncIterator[VectorRows]:
+        with self._errors("loading vectors"):
+            async for page in search.load_vectors(self._col("memories"), agent_id, model, dim):
+                yield page
+
+    # -- re-embedding ------------------------------------------------------------------------
+    async def count_stale_embeddings(
+        self, *, embedding_model: str, agent_id: str | None = None
+    ) -> int:
+        col = self._col("memories")
+        with self._errors("counting stale embeddings"):
+            return await col.count_documents(self._stale_query(embedding_model, agent_id))
+
+    async def stale_embeddings(
+        self, *, embedding_model: str, agent_id: str | None = None, limit: int = 256
+    ) -> list[Memory]:
+        if limit <= 0:
+            return []
+        docs = await self._find(
+            "reading stale embeddings",
+            "memories",
+            self._stale_query(embedding_model, agent_id),
+            sort=[("seq", 1)],
+            limit=limit,
+        )
+        return [codec.memory_from_doc(doc) for doc in docs]
+
+    @staticmethod
+    def _stale_query(embedding_model: str, agent_id: str | None) -> Document:
+        query: Document = {
+            "embedding_model": {"$nin": [embedding_model, None]},
+            "embedding": {"$ne": None},
+        }
+        if agent_id is not None:
+            query["agent_id"] = agent_id
+        return query
+
     async def delete_memory(self, memory_id: str) -> bool:
         col = self._col("memories")
         with self._errors(f"deleting memory {memory_id}"):
             result = await col.delete_one({"_id": memory_id})
+        if self.vectors is not None:
+            self.vectors.remove([memory_id])
         return result.deleted_count > 0
 
     async def delete_memories(
@@ -433,6 +707,15 @@ class MongoStore(Store):
         col = self._col("memories")
         with self._errors("deleting memories"):
             result = await col.delete_many(query)
+        if self.vectors is not None:
+            self.vectors.remove_matching(
+                agent_id,
+                VectorFilter(
+                    room_id=room_id,
+                    entity_id=entity_id,
+                    kinds=frozenset(map(str, kinds)) if kinds is not None else None,
+                ),
+            )
         return result.deleted_count
 
     # -- settings --------------------------------------------------------------------------

@@ -57,8 +57,11 @@ class SentenceTransformerEmbedder(Embedder):
         model_path: str | None = None,
         cache_size: int = DEFAULT_CACHE_SIZE,
         batch_size: int = 64,
+        threads: int | None = None,
     ) -> None:
-        super().__init__(cache_size=cache_size)
+        # Concurrent embed() calls are coalesced into batches of up to batch_size texts (see
+        # Embedder), one model call at a time.
+        super().__init__(cache_size=cache_size, max_batch=batch_size)
         self.model_path = str(model_path) if model_path is not None else _packaged_model_path()
         if not Path(self.model_path).is_dir():
             raise ConfigError(
@@ -68,6 +71,9 @@ class SentenceTransformerEmbedder(Embedder):
         if importlib.util.find_spec("sentence_transformers") is None:
             raise ConfigError(f"sentence-transformers is not installed; run `{_INSTALL_ST}`")
         self.batch_size = batch_size
+        self.threads = threads
+        """torch intra-op threads (None: torch's default, one per core). On a machine whose
+        cores are busy with other work, 1 avoids threads spinning at barriers."""
         self._model: Any = None
         # One dedicated worker thread runs every model call: the event loop never blocks, calls
         # from concurrent coroutines (or several event loops) queue instead of competing for the
@@ -115,6 +121,10 @@ class SentenceTransformerEmbedder(Embedder):
             raise ConfigError(
                 f"cannot import sentence-transformers ({exc}); run `{_INSTALL_ST}`"
             ) from exc
+        if self.threads is not None:
+            import torch
+
+            torch.set_num_threads(self.threads)
         logger.info("loading embedding model %s from %s", self.name, self.model_path)
         # Loading prints a "Loading weights" progress bar; keep it out of the terminal chat.
         bar_was_enabled = hf_logging.is_progress_bar_enabled()

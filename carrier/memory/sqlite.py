@@ -2,7 +2,15 @@
 
 One aiosqlite connection (one worker thread) serves every call, so statements never run at the
 same time; an asyncio lock additionally keeps each write, and each multi-statement transaction,
-whole. Vector search filters in SQL and scores the matching vectors with exact numpy cosine.
+whole.
+
+Recall: vector search runs in process, over an agent's vectors held in memory
+(:class:`~carrier.memory.index.VectorIndex`: exact, or ANN for large sets, its index saved beside
+the file as ``<file>.vectors/``). The index stays in step through a change log that triggers
+write (``memory_changes``): before each search the store applies the entries it has not seen, so
+it sees its own writes and other processes' alike. Until an agent's vectors are loaded, a search
+scores the matching vectors read from the file. Full-text search uses an FTS5 table that triggers
+keep in step too; :meth:`SQLiteStore.search_hybrid` fuses both rankings.
 
 Rows reference each other by id only (rooms, entities and memories name their agent, but no
 foreign key is declared): the store behaves like the MongoDB one, where a memory may be written
@@ -15,6 +23,7 @@ import asyncio
 import json
 import logging
 import sqlite3
+from collections import defaultdict
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from datetime import UTC, datetime, timedelta
@@ -23,9 +32,12 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import aiosqlite
+import numpy as np
 
 from carrier.errors import ConfigError, StoreError
 from carrier.memory.base import Store
+from carrier.memory.hybrid import candidate_count, fts5_query, reciprocal_rank_fusion
+from carrier.memory.index import VectorFilter, VectorIndex, VectorRows
 from carrier.memory.vector import cosine_top_k, from_blob, from_blobs, to_blob
 from carrier.types import (
     AgentRecord,
@@ -46,6 +58,11 @@ logger = logging.getLogger(__name__)
 
 BUSY_TIMEOUT_S = 10.0
 """How long a statement waits for another process's write lock before failing."""
+
+_MEMORY_COLUMNS_V1 = (
+    "id, agent_id, room_id, entity_id, kind, status, content, embedding, embedding_model, "
+    "error, created_at, updated_at"
+)
 
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # 1: the initial schema. Timestamps are integer microseconds since the epoch, UTC, so that
@@ -106,17 +123,90 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX memories_kind ON memories (agent_id, kind, created_at)",
         "CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     ),
+    # 2: fast recall. Memories get a stable integer key (``seq``: an INTEGER PRIMARY KEY keeps its
+    # value through VACUUM, unlike a plain rowid), which keys a full-text index (FTS5, contentless:
+    # the text is not stored twice) and a change log that the in-memory vector index of every
+    # process reads to stay in step with writes, its own and other processes'. Triggers keep both
+    # in step, so no write path can forget them.
+    (
+        """CREATE TABLE memories_v2 (
+            seq INTEGER PRIMARY KEY,
+            id TEXT NOT NULL UNIQUE,
+            agent_id TEXT NOT NULL,
+            room_id TEXT NOT NULL,
+            entity_id TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            status TEXT NOT NULL,
+            content TEXT NOT NULL,
+            embedding BLOB,
+            embedding_model TEXT,
+            error TEXT,
+            created_at INTEGER NOT NULL,
+            updated_at INTEGER NOT NULL
+        )""",
+        f"""INSERT INTO memories_v2 (seq, {_MEMORY_COLUMNS_V1})
+            SELECT rowid, {_MEMORY_COLUMNS_V1} FROM memories ORDER BY rowid""",
+        "DROP TABLE memories",
+        "ALTER TABLE memories_v2 RENAME TO memories",
+        "CREATE INDEX memories_room ON memories (agent_id, room_id, created_at)",
+        "CREATE INDEX memories_entity ON memories (agent_id, entity_id, created_at)",
+        "CREATE INDEX memories_kind ON memories (agent_id, kind, created_at)",
+        "CREATE INDEX memories_vectors ON memories (agent_id, embedding_model)",
+        """CREATE VIRTUAL TABLE memories_fts USING fts5(
+            text, content='', tokenize='unicode61 remove_diacritics 2'
+        )""",
+        """INSERT INTO memories_fts (rowid, text)
+            SELECT seq, coalesce(json_extract(content, '$.text'), '') FROM memories""",
+        """CREATE TRIGGER memories_fts_insert AFTER INSERT ON memories BEGIN
+            INSERT INTO memories_fts (rowid, text)
+            VALUES (new.seq, coalesce(json_extract(new.content, '$.text'), ''));
+        END""",
+        # A contentless FTS5 table forgets a row when told the exact text it indexed.
+        """CREATE TRIGGER memories_fts_delete AFTER DELETE ON memories BEGIN
+            INSERT INTO memories_fts (memories_fts, rowid, text)
+            VALUES ('delete', old.seq, coalesce(json_extract(old.content, '$.text'), ''));
+        END""",
+        """CREATE TRIGGER memories_fts_update AFTER UPDATE OF content ON memories BEGIN
+            INSERT INTO memories_fts (memories_fts, rowid, text)
+            VALUES ('delete', old.seq, coalesce(json_extract(old.content, '$.text'), ''));
+            INSERT INTO memories_fts (rowid, text)
+            VALUES (new.seq, coalesce(json_extract(new.content, '$.text'), ''));
+        END""",
+        """CREATE TABLE memory_changes (
+            n INTEGER PRIMARY KEY AUTOINCREMENT,
+            agent_id TEXT NOT NULL,
+            memory_id TEXT NOT NULL
+        )""",
+        """CREATE TRIGGER memories_log_insert AFTER INSERT ON memories
+        WHEN new.embedding IS NOT NULL BEGIN
+            INSERT INTO memory_changes (agent_id, memory_id) VALUES (new.agent_id, new.id);
+        END""",
+        """CREATE TRIGGER memories_log_update AFTER UPDATE OF embedding, embedding_model ON memories
+        WHEN old.embedding IS NOT NULL OR new.embedding IS NOT NULL BEGIN
+            INSERT INTO memory_changes (agent_id, memory_id) VALUES (new.agent_id, new.id);
+        END""",
+        """CREATE TRIGGER memories_log_delete AFTER DELETE ON memories
+        WHEN old.embedding IS NOT NULL BEGIN
+            INSERT INTO memory_changes (agent_id, memory_id) VALUES (old.agent_id, old.id);
+        END""",
+    ),
 )
 """Schema steps: step ``i`` (0-based) brings the database to version ``i + 1``. Append only."""
 
 SCHEMA_VERSION = len(MIGRATIONS)
 
+_LOAD_PAGE = 10_000
+"""Vectors read per statement while loading the index."""
+_SYNC_LIMIT = 20_000
+"""More pending changes than this and the index reloads instead of replaying them."""
+_KEEP_CHANGES = 100_000
+_PRUNE_EVERY = 10_000
+"""The change log keeps the last ``_KEEP_CHANGES`` entries (a process further behind reloads),
+pruned about every ``_PRUNE_EVERY`` changes."""
+
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
-_MEMORY_COLUMNS = (
-    "id, agent_id, room_id, entity_id, kind, status, content, embedding, embedding_model, "
-    "error, created_at, updated_at"
-)
+_MEMORY_COLUMNS = _MEMORY_COLUMNS_V1
 
 
 def _to_us(value: datetime) -> int:
@@ -148,6 +238,18 @@ def _memory_from_row(row: sqlite3.Row) -> Memory:
     )
 
 
+def _vector_rows(rows: Sequence[sqlite3.Row], dim: int) -> VectorRows:
+    """Rows of (seq, id, room_id, entity_id, kind, created_at, embedding, ...)."""
+    return VectorRows(
+        ids=[row[1] for row in rows],
+        rooms=[row[2] for row in rows],
+        entities=[row[3] for row in rows],
+        kinds=[row[4] for row in rows],
+        created_us=[row[5] for row in rows],
+        vectors=from_blobs((row[6] for row in rows), dim),
+    )
+
+
 def _blob(embedding: Sequence[float] | None) -> bytes | None:
     return to_blob(embedding) if embedding is not None else None
 
@@ -158,18 +260,30 @@ def _memory_filters(
     entity_id: str | None = None,
     kinds: Sequence[MemoryKind] | None = None,
     statuses: Sequence[MemoryStatus] | None = None,
+    *,
+    since: datetime | None = None,
+    before: datetime | None = None,
+    table: str = "",
 ) -> tuple[list[str], list[Any]]:
-    """SQL conditions and parameters; an empty ``kinds`` or ``statuses`` matches nothing."""
-    where, params = ["agent_id = ?"], [agent_id]
+    """SQL conditions and parameters; an empty ``kinds`` or ``statuses`` matches nothing.
+    ``table`` prefixes the column names (for joins)."""
+    where: list[str] = [f"{table}agent_id = ?"]
+    params: list[Any] = [agent_id]
+    if since is not None:
+        where.append(f"{table}created_at >= ?")
+        params.append(_to_us(since))
+    if before is not None:
+        where.append(f"{table}created_at < ?")
+        params.append(_to_us(before))
     if room_id is not None:
-        where.append("room_id = ?")
+        where.append(f"{table}room_id = ?")
         params.append(room_id)
     if entity_id is not None:
-        where.append("entity_id = ?")
+        where.append(f"{table}entity_id = ?")
         params.append(entity_id)
     for column, values in (("kind", kinds), ("status", statuses)):
         if values is not None:
-            where.append(f"{column} IN ({', '.join('?' * len(values))})")
+            where.append(f"{table}{column} IN ({', '.join('?' * len(values))})")
             params.extend(str(v) for v in values)
     return where, params
 
@@ -183,10 +297,23 @@ class SQLiteStore(Store):
             ...
     """
 
-    def __init__(self, *, path: str | Path) -> None:
+    def __init__(self, *, path: str | Path, vector_index: bool = True) -> None:
         self.path = path if str(path) == ":memory:" else Path(path).expanduser()
         self._db: aiosqlite.Connection | None = None
         self._lock = asyncio.Lock()
+        self._sync_lock = asyncio.Lock()
+        self._cursor = 0
+        """The last ``memory_changes`` entry applied to the vector index."""
+        self.vectors: VectorIndex | None = None
+        """The in-memory vector index searches use (None: ``vector_index=False``, every search
+        reads its candidates from the database)."""
+        if vector_index:
+            directory = None
+            if isinstance(self.path, Path):
+                directory = self.path.with_name(self.path.name + ".vectors")
+            self.vectors = VectorIndex(
+                load=self._load_vectors, count=self._count_vectors, directory=directory
+            )
 
     def __repr__(self) -> str:
         return f"SQLiteStore(path={str(self.path)!r})"
@@ -216,6 +343,16 @@ class SQLiteStore(Store):
         async with self._lock:  # two concurrent open() calls make one connection
             if self._db is None:
                 self._db = await self._connect()
+                rows = await self._fetch(
+                    "reading the change log", "SELECT coalesce(max(n), 0) FROM memory_changes"
+                )
+                self._cursor = int(rows[0][0])
+                # A process that only writes never prunes while searching: prune on open too
+                # (under the lock open() holds already).
+                with self._errors("pruning the change log"):
+                    await self._db.execute(
+                        "DELETE FROM memory_changes WHERE n <= ?", (self._cursor - _KEEP_CHANGES,)
+                    )
 
     async def _connect(self) -> aiosqlite.Connection:
         if isinstance(self.path, Path):
@@ -242,6 +379,8 @@ class SQLiteStore(Store):
         return db
 
     async def close(self) -> None:
+        if self.vectors is not None and self._db is not None:
+            await self.vectors.close()
         db, self._db = self._db, None
         if db is not None:
             async with self._lock:  # let a running write finish
@@ -389,7 +528,10 @@ class SQLiteStore(Store):
             for table in ("room_states", "memories", "rooms", "entities"):
                 await db.execute(f"DELETE FROM {table} WHERE agent_id = ?", (agent_id,))
             async with db.execute("DELETE FROM agents WHERE id = ?", (agent_id,)) as cursor:
-                return cursor.rowcount > 0
+                existed = cursor.rowcount > 0
+        if self.vectors is not None:
+            self.vectors.drop_agent(agent_id)
+        return existed
 
     # -- rooms, entities, participants -----------------------------------------------------
     async def upsert_room(self, room: Room) -> None:
@@ -584,11 +726,64 @@ class SQLiteStore(Store):
         kinds: Sequence[MemoryKind] | None = None,
         exclude_ids: Sequence[str] = (),
         min_score: float = -1.0,
+        since: datetime | None = None,
+        before: datetime | None = None,
     ) -> list[ScoredMemory]:
+        hits = await self._vector_hits(
+            agent_id=agent_id,
+            embedding=embedding,
+            embedding_model=embedding_model,
+            k=k,
+            room_id=room_id,
+            entity_id=entity_id,
+            kinds=kinds,
+            exclude_ids=exclude_ids,
+            since=since,
+            before=before,
+        )
+        return await self._scored([(i, s) for i, s in hits if s >= min_score])
+
+    async def _vector_hits(
+        self,
+        *,
+        agent_id: str,
+        embedding: Sequence[float],
+        embedding_model: str,
+        k: int,
+        room_id: str | None,
+        entity_id: str | None,
+        kinds: Sequence[MemoryKind] | None,
+        exclude_ids: Sequence[str],
+        since: datetime | None,
+        before: datetime | None,
+    ) -> list[tuple[str, float]]:
+        """Ids and cosine scores of the top k, from the vector index when it is loaded."""
         dim = len(embedding)
-        if k <= 0 or dim == 0:
+        if k <= 0 or dim == 0 or (kinds is not None and not kinds):
             return []
-        where, params = _memory_filters(agent_id, room_id, entity_id, kinds)
+        if self.vectors is not None:
+            await self._sync_vectors()
+            flt = VectorFilter(
+                room_id=room_id,
+                entity_id=entity_id,
+                kinds=frozenset(str(kind) for kind in kinds) if kinds is not None else None,
+                since_us=_to_us(since) if since is not None else None,
+                before_us=_to_us(before) if before is not None else None,
+                exclude_ids=frozenset(exclude_ids),
+            )
+            found = await self.vectors.search(
+                agent_id=agent_id,
+                model=embedding_model,
+                query=np.asarray(embedding, dtype=np.float32),
+                k=k,
+                flt=flt,
+            )
+            if found is not None:
+                return found
+        # Not loaded yet (or no index): score the matching vectors read from the database.
+        where, params = _memory_filters(
+            agent_id, room_id, entity_id, kinds, since=since, before=before
+        )
         # Same model, same dimension: vectors of different models never meet.
         where += ["embedding_model = ?", "length(embedding) = ?"]
         params += [embedding_model, dim * 4]
@@ -604,25 +799,232 @@ class SQLiteStore(Store):
             return []
         matrix = from_blobs((row["embedding"] for row in candidates), dim)
         indices, scores = cosine_top_k(embedding, matrix, k)
-        hits = {
-            candidates[int(i)]["id"]: float(score)
+        return [
+            (candidates[int(i)]["id"], float(score))
             for i, score in zip(indices, scores, strict=True)
-            if score >= min_score
-        }
+        ]
+
+    async def _scored(self, hits: Sequence[tuple[str, float]]) -> list[ScoredMemory]:
+        """The memories of ``hits`` (ids and scores) in that order; deleted ones left out."""
         if not hits:
             return []
         rows = await self._fetch(
             "reading search results",
             f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE id IN (SELECT value FROM json_each(?))",
-            (json.dumps(list(hits)),),
+            (json.dumps([memory_id for memory_id, _ in hits]),),
         )
         by_id = {row["id"]: _memory_from_row(row) for row in rows}
-        # A memory deleted between the two queries is simply left out.
         return [
             ScoredMemory(memory=by_id[memory_id], score=score)
-            for memory_id, score in hits.items()
+            for memory_id, score in hits
             if memory_id in by_id
         ]
+
+    async def search_hybrid(
+        self,
+        *,
+        agent_id: str,
+        text: str,
+        embedding: Sequence[float],
+        embedding_model: str,
+        k: int = 10,
+        room_id: str | None = None,
+        entity_id: str | None = None,
+        kinds: Sequence[MemoryKind] | None = None,
+        exclude_ids: Sequence[str] = (),
+        since: datetime | None = None,
+        before: datetime | None = None,
+    ) -> list[ScoredMemory]:
+        if k <= 0 or (kinds is not None and not kinds):
+            return []
+        n = candidate_count(k)
+        by_vector = await self._vector_hits(
+            agent_id=agent_id,
+            embedding=embedding,
+            embedding_model=embedding_model,
+            k=n,
+            room_id=room_id,
+            entity_id=entity_id,
+            kinds=kinds,
+            exclude_ids=exclude_ids,
+            since=since,
+            before=before,
+        )
+        by_text = await self._text_hits(
+            agent_id=agent_id,
+            text=text,
+            limit=n,
+            room_id=room_id,
+            entity_id=entity_id,
+            kinds=kinds,
+            exclude_ids=exclude_ids,
+            since=since,
+            before=before,
+        )
+        fused = reciprocal_rank_fusion(
+            [[memory_id for memory_id, _ in by_vector], by_text], limit=k
+        )
+        return await self._scored(fused)
+
+    async def _text_hits(
+        self,
+        *,
+        agent_id: str,
+        text: str,
+        limit: int,
+        room_id: str | None,
+        entity_id: str | None,
+        kinds: Sequence[MemoryKind] | None,
+        exclude_ids: Sequence[str],
+        since: datetime | None,
+        before: datetime | None,
+    ) -> list[str]:
+        """Ids of the memories best matching ``text`` by bm25, best first."""
+        match = fts5_query(text)
+        if match is None:
+            return []
+        where, params = _memory_filters(
+            agent_id, room_id, entity_id, kinds, since=since, before=before, table="m."
+        )
+        if exclude_ids:
+            where.append("m.id NOT IN (SELECT value FROM json_each(?))")
+            params.append(json.dumps(list(exclude_ids)))
+        rows = await self._fetch(
+            "searching memories by text",
+            f"""SELECT m.id FROM memories_fts JOIN memories AS m ON m.seq = memories_fts.rowid
+            WHERE memories_fts MATCH ? AND {" AND ".join(where)}
+            ORDER BY bm25(memories_fts) LIMIT ?""",
+            [match, *params, limit],
+        )
+        return [row[0] for row in rows]
+
+    # -- the vector index --------------------------------------------------------------------
+    async def prepare_search(self, *, agent_id: str, embedding_model: str, dim: int) -> None:
+        if self.vectors is not None:
+            await self._sync_vectors()
+            await self.vectors.prepare(agent_id, embedding_model, dim)
+
+    async def _count_vectors(self, agent_id: str, model: str, dim: int) -> int:
+        rows = await self._fetch(
+            "counting vectors",
+            "SELECT count(*) FROM memories WHERE agent_id = ? AND embedding_model = ?",
+            (agent_id, model),
+        )
+        return int(rows[0][0])
+
+    async def _load_vectors(self, agent_id: str, model: str, dim: int) -> AsyncIterator[VectorRows]:
+        """The agent's ``model`` vectors in pages, in insertion order; statements of other callers
+        run between pages."""
+        last = -1
+        while True:
+            rows = await self._fetch(
+                "loading vectors",
+                """SELECT seq, id, room_id, entity_id, kind, created_at, embedding FROM memories
+                WHERE agent_id = ? AND embedding_model = ? AND length(embedding) = ? AND seq > ?
+                ORDER BY seq LIMIT ?""",
+                (agent_id, model, dim * 4, last, _LOAD_PAGE),
+            )
+            if not rows:
+                return
+            yield _vector_rows(rows, dim)
+            last = rows[-1][0]
+
+    async def _sync_vectors(self) -> None:
+        """Apply the change log (this process's writes and other processes') to the index."""
+        assert self.vectors is not None
+        async with self._sync_lock:
+            changes = await self._fetch(
+                "reading the change log",
+                "SELECT n, agent_id, memory_id FROM memory_changes WHERE n > ? ORDER BY n LIMIT ?",
+                (self._cursor, _SYNC_LIMIT + 1),
+            )
+            if not changes:
+                return
+            start = self._cursor
+            gap = start and changes[0][0] > start + 1  # pruned before this process read it
+            self._cursor = int(changes[-1][0])
+            if gap or len(changes) > _SYNC_LIMIT:
+                # Too many to replay one by one: the agents concerned reload on their next search.
+                rows = await self._fetch(
+                    "reading the change log",
+                    "SELECT coalesce(max(n), 0) FROM memory_changes",
+                )
+                self._cursor = int(rows[0][0])
+                if gap:
+                    self.vectors.reset()
+                    return
+                agents = await self._fetch(
+                    "reading the change log",
+                    "SELECT DISTINCT agent_id FROM memory_changes WHERE n > ? AND n <= ?",
+                    (start, self._cursor),
+                )
+                for row in agents:
+                    self.vectors.reset(row[0])
+                return
+            loaded = self.vectors.agents
+            wanted = {row[2]: row[1] for row in changes if row[1] in loaded}
+            if wanted:
+                await self._apply_changes(wanted)
+            if self._cursor % _PRUNE_EVERY < len(changes):
+                await self._write(
+                    "pruning the change log",
+                    "DELETE FROM memory_changes WHERE n <= ?",
+                    (self._cursor - _KEEP_CHANGES,),
+                )
+
+    async def _apply_changes(self, agents_by_id: dict[str, str]) -> None:
+        assert self.vectors is not None
+        rows = await self._fetch(
+            "reading changed vectors",
+            """SELECT seq, id, room_id, entity_id, kind, created_at, embedding, embedding_model,
+                agent_id
+            FROM memories WHERE id IN (SELECT value FROM json_each(?))""",
+            (json.dumps(list(agents_by_id)),),
+        )
+        groups: dict[tuple[str, str, int], list[sqlite3.Row]] = defaultdict(list)
+        for row in rows:
+            if row["embedding"] is not None and row["embedding_model"] is not None:
+                dim = len(row["embedding"]) // 4
+                groups[(row["agent_id"], row["embedding_model"], dim)].append(row)
+        for (agent_id, model, dim), group in groups.items():
+            self.vectors.upsert(agent_id, model, _vector_rows(group, dim))
+        present = {row["id"] for row in rows if row["embedding"] is not None}
+        gone: dict[str, list[str]] = defaultdict(list)
+        for memory_id, agent_id in agents_by_id.items():
+            if memory_id not in present:
+                gone[agent_id].append(memory_id)
+        for agent_id, ids in gone.items():
+            self.vectors.remove(ids, agent_id=agent_id)
+
+    # -- re-embedding ------------------------------------------------------------------------
+    async def count_stale_embeddings(
+        self, *, embedding_model: str, agent_id: str | None = None
+    ) -> int:
+        where, params = self._stale_filter(embedding_model, agent_id)
+        rows = await self._fetch(
+            "counting stale embeddings", f"SELECT count(*) FROM memories WHERE {where}", params
+        )
+        return int(rows[0][0])
+
+    async def stale_embeddings(
+        self, *, embedding_model: str, agent_id: str | None = None, limit: int = 256
+    ) -> list[Memory]:
+        where, params = self._stale_filter(embedding_model, agent_id)
+        rows = await self._fetch(
+            "reading stale embeddings",
+            f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE {where} ORDER BY seq LIMIT ?",
+            [*params, max(limit, 0)],
+        )
+        return [_memory_from_row(row) for row in rows]
+
+    @staticmethod
+    def _stale_filter(embedding_model: str, agent_id: str | None) -> tuple[str, list[Any]]:
+        where = "embedding IS NOT NULL AND embedding_model IS NOT NULL AND embedding_model != ?"
+        params: list[Any] = [embedding_model]
+        if agent_id is not None:
+            where += " AND agent_id = ?"
+            params.append(agent_id)
+        return where, params
 
     async def delete_memory(self, memory_id: str) -> bool:
         changed = await self._write(

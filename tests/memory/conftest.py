@@ -60,13 +60,14 @@ class StoreFactory(ABC):
 
 class SQLiteFactory(StoreFactory):
     latest_schema_version = SCHEMA_VERSION
+    vector_index = True
 
     def __init__(self, tmp_path: Path) -> None:
         # A directory that does not exist yet: the store creates it.
         self.path = tmp_path / "data" / "carrier.db"
 
     def new_store(self) -> Store:
-        return SQLiteStore(path=self.path)
+        return SQLiteStore(path=self.path, vector_index=self.vector_index)
 
     def stored_schema_version(self) -> int:
         with closing(sqlite3.connect(self.path)) as db:
@@ -77,6 +78,13 @@ class SQLiteFactory(StoreFactory):
             db.execute(
                 "INSERT INTO schema_version (version, applied_at) VALUES (?, 'test')", (version,)
             )
+
+
+class SQLiteScanFactory(SQLiteFactory):
+    """SQLite without the in-memory vector index: searches read candidates from the file (the
+    path a search takes while the index loads)."""
+
+    vector_index = False
 
 
 # -- MongoDB ------------------------------------------------------------------------------------
@@ -229,6 +237,7 @@ class MongoRealFactory(MongoFactory):
 
 STORE_FACTORIES: dict[str, type[StoreFactory]] = {
     "sqlite": SQLiteFactory,
+    "sqlite-scan": SQLiteScanFactory,
     "mongo-compatible": MongoCompatibleFactory,
 }
 if os.environ.get(TEST_MONGODB_URI_ENV):

@@ -14,8 +14,9 @@ from carrier.memory.fake import HashEmbedder
 class CountingEmbedder(HashEmbedder):
     """A HashEmbedder that records every batch the base class asks it to encode."""
 
-    def __init__(self, **kwargs: int) -> None:
+    def __init__(self, *, max_batch: int = 64, **kwargs: int) -> None:
         super().__init__(**kwargs)
+        self.max_batch = max_batch
         self.batches: list[list[str]] = []
 
     async def _encode(self, texts: list[str]) -> np.ndarray:
@@ -149,3 +150,101 @@ async def test_embedder_wrong_shape_from_encode_is_reported() -> None:
 
     with pytest.raises(ValueError, match=r"Broken\._encode returned shape"):
         await Broken().embed(["x"])
+
+
+# -- micro-batching ----------------------------------------------------------------------------
+
+
+async def test_embedder_concurrent_calls_share_model_batches() -> None:
+    embedder = CountingEmbedder()
+    texts = [f"turn number {i}" for i in range(64)]
+    results = await asyncio.gather(*(embedder.embed_one(t) for t in texts))
+
+    assert len(embedder.batches) == 1  # 64 concurrent calls: one model call
+    assert sorted(embedder.batches[0]) == sorted(texts)
+    alone = await HashEmbedder().embed(texts)
+    for got, want in zip(results, alone, strict=True):
+        assert np.array_equal(got, want)  # identical to unbatched
+
+
+async def test_embedder_batches_are_bounded_and_requests_queue_behind_a_running_one() -> None:
+    embedder = CountingEmbedder(max_batch=16)
+    results = await asyncio.gather(*(embedder.embed_one(f"t{i}") for i in range(40)))
+    assert [len(b) for b in embedder.batches] == [16, 16, 8]
+    assert len({r.tobytes() for r in results}) == 40
+
+    gate = asyncio.Event()
+
+    class Gated(CountingEmbedder):
+        async def _encode(self, texts: list[str]) -> np.ndarray:
+            await gate.wait()
+            return await super()._encode(texts)
+
+    gated = Gated()
+    first = asyncio.create_task(gated.embed_one("first"))
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)  # the first batch is running, waiting at the gate
+    later = [asyncio.create_task(gated.embed_one(f"later {i}")) for i in range(10)]
+    await asyncio.sleep(0)
+    gate.set()
+    await asyncio.gather(first, *later)
+    assert [len(b) for b in gated.batches] == [1, 10]
+
+
+async def test_embedder_same_text_in_flight_is_encoded_once() -> None:
+    embedder = CountingEmbedder()
+    a, b, c = await asyncio.gather(
+        embedder.embed(["x", "y"]), embedder.embed_one("x"), embedder.embed_one("y")
+    )
+    assert sorted(t for batch in embedder.batches for t in batch) == ["x", "y"]
+    assert np.array_equal(a[0], b) and np.array_equal(a[1], c)
+
+
+async def test_embedder_small_requests_go_before_bulk_ones() -> None:
+    embedder = CountingEmbedder(max_batch=8)
+    bulk = [f"document chunk {i}" for i in range(24)]
+    await asyncio.gather(embedder.embed(bulk), embedder.embed_one("hello there"))
+    assert embedder.batches[0][0] == "hello there"
+
+
+async def test_embedder_errors_reach_every_caller_of_the_batch_and_later_calls_work() -> None:
+    class Failing(CountingEmbedder):
+        fail = True
+
+        async def _encode(self, texts: list[str]) -> np.ndarray:
+            if self.fail:
+                raise RuntimeError("model crashed")
+            return await super()._encode(texts)
+
+    embedder = Failing()
+    results = await asyncio.gather(
+        *(embedder.embed_one(f"t{i}") for i in range(5)), return_exceptions=True
+    )
+    assert all(isinstance(r, RuntimeError) for r in results)
+    embedder.fail = False
+    assert (await embedder.embed_one("t1")).shape == (256,)
+
+
+async def test_embedder_a_cancelled_caller_does_not_cancel_the_others() -> None:
+    gate = asyncio.Event()
+
+    class Gated(CountingEmbedder):
+        async def _encode(self, texts: list[str]) -> np.ndarray:
+            await gate.wait()
+            return await super()._encode(texts)
+
+    embedder = Gated()
+    a = asyncio.create_task(embedder.embed_one("shared"))
+    b = asyncio.create_task(embedder.embed_one("shared"))
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    a.cancel()
+    gate.set()
+    assert (await b).shape == (256,)
+    with pytest.raises(asyncio.CancelledError):
+        await a
+
+
+def test_embedder_max_batch_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="max_batch"):
+        ScaledEmbedder(max_batch=0)

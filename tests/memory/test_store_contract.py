@@ -490,6 +490,195 @@ async def test_store_search_ranks_embedded_text(store: Store, fake_embedder: Has
     assert [h.memory.content.text for h in hits] == ["my password reset failed"]
 
 
+async def test_store_search_time_window(store: Store) -> None:
+    v = [1.0, 0.0, 0.0]
+    for i in range(5):
+        await store.add_memory(make_memory(f"m{i}", seconds=i, embedding=v))
+
+    async def found(**window: Any) -> list[str]:
+        hits = await store.search_memories(
+            agent_id=AGENT, embedding=v, embedding_model=MODEL, **window
+        )
+        return sorted(h.memory.content.text for h in hits)
+
+    assert await found(since=at(1), before=at(3)) == ["m1", "m2"]  # since inclusive, before not
+    assert await found(since=at(3)) == ["m3", "m4"]
+    assert await found(before=at(1)) == ["m0"]
+    assert await found(since=at(10)) == []
+
+
+async def test_store_search_follows_updates_and_deletes(store: Store) -> None:
+    """Searches see every write at once (an in-memory index must be kept in step)."""
+    a = await store.add_memory(make_memory("a", embedding=[1.0, 0.0, 0.0]))
+    b = await store.add_memory(make_memory("b", embedding=[0.0, 1.0, 0.0], room_id="r2"))
+    c = await store.add_memory(make_memory("c", embedding=[0.0, 0.0, 1.0], kind=MemoryKind.FACT))
+
+    async def found(vector: list[float], **options: Any) -> list[str]:
+        hits = await store.search_memories(
+            agent_id=AGENT, embedding=vector, embedding_model=MODEL, k=1, **options
+        )
+        return [h.memory.content.text for h in hits]
+
+    assert await found([1.0, 0.0, 0.0]) == ["a"]  # the first search may load an index
+    await store.update_memory(a.model_copy(update={"embedding": [0.0, -1.0, 0.0]}))
+    assert await found([1.0, 0.0, 0.0], min_score=0.5) == []
+    assert await found([0.0, -1.0, 0.0]) == ["a"]
+    await store.update_memory(a.model_copy(update={"embedding": None, "embedding_model": None}))
+    assert await found([0.0, -1.0, 0.0], min_score=0.5) == []
+    await store.update_memory(b.model_copy(update={"embedding_model": "other:3"}))
+    assert await found([0.0, 1.0, 0.0], min_score=0.5) == []
+    assert await store.delete_memory(c.id)
+    assert await found([0.0, 0.0, 1.0], min_score=0.5) == []
+    d = await store.add_memory(make_memory("d", embedding=[0.0, 0.0, 1.0], room_id="r2"))
+    assert await found([0.0, 0.0, 1.0]) == ["d"]
+    assert await store.delete_memories(agent_id=AGENT, room_id="r2") == 2
+    assert await found([0.0, 0.0, 1.0], min_score=0.5) == []
+    await store.add_memory(make_memory("e", embedding=[0.0, 0.0, 1.0]))
+    assert await store.delete_agent(AGENT) is False  # no agent record, but its memories go
+    assert await found([0.0, 0.0, 1.0], min_score=0.5) == []
+    assert d.id  # (kept for readability)
+
+
+async def test_store_prepare_search_then_search(store: Store) -> None:
+    await store.add_memory(make_memory("x", embedding=[1.0, 0.0, 0.0]))
+    await store.prepare_search(agent_id=AGENT, embedding_model=MODEL, dim=3)
+    await store.add_memory(make_memory("y", embedding=[0.9, 0.1, 0.0]))
+    hits = await store.search_memories(
+        agent_id=AGENT, embedding=[1.0, 0.0, 0.0], embedding_model=MODEL
+    )
+    assert [h.memory.content.text for h in hits] == ["x", "y"]
+
+
+# -- hybrid search -----------------------------------------------------------------------------
+
+
+async def _add_notes(store: Store, embedder: HashEmbedder, notes: list[str], **fields: Any) -> None:
+    vectors = await embedder.embed(notes)
+    for i, (note, vector) in enumerate(zip(notes, vectors, strict=True)):
+        await store.add_memory(
+            make_memory(
+                note,
+                seconds=i,
+                embedding=vector.tolist(),
+                embedding_model=embedder.model_id,
+                **fields,
+            )
+        )
+
+
+async def test_store_hybrid_ranks_a_rare_keyword_match_high(store: Store) -> None:
+    """A memory that shares only a rare word with the query ranks near the top, though its
+    vector is far from the query's (here: the opposite of it)."""
+    embedder = HashEmbedder(dim=64)
+    filler = [f"we talked about the weather and lunch plans number {i}" for i in range(30)]
+    await _add_notes(store, embedder, filler)
+    query = "what was the name of the zanzibar ferry"
+    query_vector = await embedder.embed_one(query)
+    needle = make_memory(
+        "Zanzibar is where the ferry stops on Tuesdays",
+        embedding=(-query_vector).tolist(),  # the vectors disagree completely
+        embedding_model=embedder.model_id,
+    )
+    await store.add_memory(needle)
+
+    by_vector = await store.search_memories(
+        agent_id=AGENT, embedding=query_vector.tolist(), embedding_model=embedder.model_id, k=5
+    )
+    assert needle.id not in [h.memory.id for h in by_vector]
+    hybrid = await store.search_hybrid(
+        agent_id=AGENT,
+        text=query,
+        embedding=query_vector.tolist(),
+        embedding_model=embedder.model_id,
+        k=5,
+    )
+    ids = [h.memory.id for h in hybrid]
+    assert needle.id in ids[:2]
+    assert len(hybrid) == 5
+    assert [h.score for h in hybrid] == sorted((h.score for h in hybrid), reverse=True)
+    assert all(0 < h.score <= 2 / 61 for h in hybrid)  # reciprocal rank fusion, k = 60
+
+
+async def test_store_hybrid_applies_filters_and_models(store: Store) -> None:
+    embedder = HashEmbedder(dim=64)
+    await _add_notes(store, embedder, ["the quokka photo from room one"], room_id="r1")
+    await _add_notes(store, embedder, ["the quokka photo from room two"], room_id="r2")
+    await _add_notes(store, embedder, ["a quokka fact"], room_id="r2", kind=MemoryKind.FACT)
+    await _add_notes(store, embedder, ["quokka of another agent"], agent_id=OTHER_AGENT)
+    query = "quokka"
+    vector = (await embedder.embed_one(query)).tolist()
+
+    async def found(**filters: Any) -> list[str]:
+        hits = await store.search_hybrid(
+            agent_id=AGENT,
+            text=query,
+            embedding=vector,
+            embedding_model=embedder.model_id,
+            **filters,
+        )
+        return sorted(h.memory.content.text for h in hits)
+
+    everything = [
+        "a quokka fact",
+        "the quokka photo from room one",
+        "the quokka photo from room two",
+    ]
+    assert await found() == everything
+    assert await found(room_id="r1") == ["the quokka photo from room one"]
+    assert await found(kinds=[MemoryKind.FACT]) == ["a quokka fact"]
+    assert await found(room_id="r2", kinds=[MemoryKind.MESSAGE]) == [
+        "the quokka photo from room two"
+    ]
+    assert await found(kinds=[]) == []
+    assert await found(k=0) == []
+    assert await found(since=at(10)) == []
+    # Text alone still finds memories whose vectors are of another model.
+    other_model = await store.search_hybrid(
+        agent_id=AGENT, text=query, embedding=[1.0, 0.0, 0.0], embedding_model="other:3"
+    )
+    assert len(other_model) == 3
+
+
+async def test_store_hybrid_follows_text_changes(store: Store) -> None:
+    embedder = HashEmbedder(dim=64)
+    await _add_notes(store, embedder, ["the aardvark is asleep"])
+    [memory] = await store.get_memories(agent_id=AGENT)
+    vector = (await embedder.embed_one("ocelot")).tolist()
+
+    async def found(word: str) -> list[str]:
+        hits = await store.search_hybrid(
+            agent_id=AGENT, text=word, embedding=vector, embedding_model="unused:64", k=3
+        )
+        return [h.memory.content.text for h in hits]
+
+    assert await found("aardvark") == ["the aardvark is asleep"]
+    await store.update_memory(memory.model_copy(update={"content": Content(text="an ocelot")}))
+    assert await found("aardvark") == []
+    assert await found("ocelot") == ["an ocelot"]
+    await store.delete_memory(memory.id)
+    assert await found("ocelot") == []
+    assert await found("") == []
+
+
+# -- re-embedding ------------------------------------------------------------------------------
+
+
+async def test_store_stale_embeddings_lists_other_models_oldest_first(store: Store) -> None:
+    await store.add_memory(
+        make_memory("new", seconds=2, embedding=[1.0, 0, 0], embedding_model="m:3")
+    )
+    await store.add_memory(make_memory("old1", seconds=0, embedding=[1.0, 0, 0]))
+    await store.add_memory(make_memory("old2", seconds=1, embedding=[1.0, 0, 0]))
+    await store.add_memory(make_memory("none", seconds=3))
+    await store.add_memory(make_memory("other", agent_id=OTHER_AGENT, embedding=[1.0, 0, 0]))
+
+    assert await store.count_stale_embeddings(embedding_model="m:3") == 3
+    assert await store.count_stale_embeddings(embedding_model="m:3", agent_id=AGENT) == 2
+    stale = await store.stale_embeddings(embedding_model="m:3", agent_id=AGENT)
+    assert texts(stale) == ["old1", "old2"]
+    assert texts(await store.stale_embeddings(embedding_model="m:3", limit=1)) == ["old1"]
+
+
 # -- settings ----------------------------------------------------------------------------------
 
 

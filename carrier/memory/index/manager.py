@@ -1,0 +1,490 @@
+"""VectorIndex: the in-process vector search a store delegates to, one set per agent and model.
+
+Each (agent, embedding model, dimension) gets a :class:`~carrier.memory.index.rows.VectorSet`,
+loaded once from the store in the background on first use, then kept in step with writes by the
+store (``upsert`` / ``remove`` / ``remove_matching`` / ``drop_agent``). Until a set is loaded the
+store answers searches its old way (reading candidates from the database), so start-up never
+waits for a large load; a set small enough to load in a blink (``wait_rows``) is awaited instead.
+
+Once a set holds ``ann_rows`` vectors an ANN index (:mod:`carrier.memory.index.ann`) is built in a
+worker thread; searches stay exact until it is ready, and rows that change during the build are
+re-added after it. An index of ``persist_rows`` or more is saved beside the database and reloaded
+on the next start when the rows it was built from are unchanged (a fingerprint of ids and vectors).
+
+Filters: one set per agent makes the agent filter free. The other filters (room, entity, kinds,
+time, excluded ids) are applied to ANN candidates after the fact, over-fetching by the inverse of
+the filter's selectivity (which the set's filter arrays give exactly); a filter that keeps too few
+rows for that to pay is answered exactly over just the rows it keeps. Every returned score is the
+exact cosine, re-computed from the float32 rows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import math
+import re
+import shutil
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from carrier.memory.index.ann import AnnIndex, USearchIndex, build_threads, default_ann
+from carrier.memory.index.rows import VectorFilter, VectorRows, VectorSet
+
+__all__ = ["Loader", "VectorIndex"]
+
+logger = logging.getLogger(__name__)
+
+Loader = Callable[[str, str, int], AsyncIterator[VectorRows]]
+"""``(agent_id, embedding_model, dim)`` → pages of that agent's vectors of that model."""
+Counter = Callable[[str, str, int], Awaitable[int]]
+"""``(agent_id, embedding_model, dim)`` → how many vectors :data:`Loader` would yield."""
+AnnFactory = Callable[[int], AnnIndex | None]
+
+_Key = tuple[str, str, int]
+_BUILD_CHUNK = 20_000
+_THREAD_ROWS = 50_000
+"""Exact searches over more rows than this run in a worker thread, off the event loop."""
+_FORMAT = 1
+
+
+@dataclass
+class _Entry:
+    key: _Key
+    vectors: VectorSet | None = None
+    """None while loading."""
+    queued: list[Callable[[VectorSet], np.ndarray]] = field(default_factory=list)
+    """Changes that arrived while loading, applied in order once loaded."""
+    loading: asyncio.Task[None] | None = None
+    load_rows: int | None = None
+    """How many rows the load brings (None: not counted yet)."""
+    ann: AnnIndex | None = None
+    """Set when ready to search."""
+    building: asyncio.Task[None] | None = None
+    changed: set[int] | None = None
+    """Rows changed while the ANN index was being built (None when no build runs)."""
+    dirty: bool = False
+    """The ANN index differs from its saved file."""
+    ann_failed: bool = False
+    """No ANN index can be built (no library, or the build failed): stay exact, do not retry."""
+    cancelled: bool = False
+
+
+class VectorIndex:
+    """Per-agent, per-model vector sets with exact and ANN search; see the module docstring.
+
+    ``directory`` (None: never persist) is where ANN indexes are saved. Use from one event loop.
+    """
+
+    def __init__(
+        self,
+        *,
+        load: Loader,
+        count: Counter,
+        directory: Path | None = None,
+        ann_rows: int = 20_000,
+        persist_rows: int = 50_000,
+        wait_rows: int = 20_000,
+        ann_factory: AnnFactory = default_ann,
+        max_candidates: int = 4096,
+        min_candidates: int = 40,
+        ef_search: int = 64,
+    ) -> None:
+        self._load = load
+        self._count = count
+        self.directory = directory
+        self.ann_rows = ann_rows
+        self.persist_rows = persist_rows
+        self.wait_rows = wait_rows
+        self._ann_factory = ann_factory
+        self.max_candidates = max_candidates
+        self.min_candidates = min_candidates
+        self.ef_search = ef_search
+        """HNSW search breadth: at least this, more when a filter makes it fetch more."""
+        self._entries: dict[_Key, _Entry] = {}
+        self._closed = False
+
+    # -- state -----------------------------------------------------------------------------
+    def loaded(self, agent_id: str, model: str, dim: int) -> bool:
+        entry = self._entries.get((agent_id, model, dim))
+        return entry is not None and entry.vectors is not None
+
+    def ann_ready(self, agent_id: str, model: str, dim: int) -> bool:
+        entry = self._entries.get((agent_id, model, dim))
+        return entry is not None and entry.ann is not None
+
+    def has_agent(self, agent_id: str) -> bool:
+        return any(key[0] == agent_id for key in self._entries)
+
+    @property
+    def agents(self) -> set[str]:
+        return {key[0] for key in self._entries}
+
+    def stats(self) -> list[dict[str, object]]:
+        """Per set: agent, model, dim, rows, bytes, whether its ANN index is ready."""
+        out: list[dict[str, object]] = []
+        for (agent_id, model, dim), entry in self._entries.items():
+            vs = entry.vectors
+            out.append(
+                {
+                    "agent_id": agent_id,
+                    "model": model,
+                    "dim": dim,
+                    "rows": len(vs) if vs is not None else None,
+                    "bytes": vs.nbytes if vs is not None else 0,
+                    "ann": entry.ann is not None,
+                    "ann_bytes": entry.ann.memory_bytes if entry.ann is not None else 0,
+                }
+            )
+        return out
+
+    # -- loading -----------------------------------------------------------------------------
+    async def prepare(
+        self, agent_id: str, model: str, dim: int, *, wait: bool = True, ann: bool = True
+    ) -> None:
+        """Start loading a set (if not yet); with ``wait``, return when it is loaded and (with
+        ``ann``, where it is big enough for one) its ANN index is ready."""
+        entry = self._entry((agent_id, model, dim))
+        if not wait:
+            return
+        loading = entry.loading
+        if loading is not None:
+            await asyncio.shield(loading)
+        building = entry.building
+        if ann and building is not None:
+            await asyncio.shield(building)
+
+    def _entry(self, key: _Key) -> _Entry:
+        entry = self._entries.get(key)
+        if entry is None:
+            entry = self._entries[key] = _Entry(key)
+            entry.loading = asyncio.get_running_loop().create_task(
+                self._load_entry(entry), name=f"carrier-vectors-load-{key[0]}-{key[1]}"
+            )
+        return entry
+
+    async def _load_entry(self, entry: _Entry) -> None:
+        agent_id, model, dim = entry.key
+        try:
+            vs = VectorSet(dim)
+            async for page in self._load(agent_id, model, dim):
+                if entry.cancelled:
+                    return
+                vs.upsert(page)
+                await asyncio.sleep(0)  # let turns run between pages
+            for change in entry.queued:
+                change(vs)
+            entry.queued.clear()
+            entry.vectors = vs
+            logger.debug("loaded %d %s vectors of agent %s", len(vs), model, agent_id)
+        except Exception:
+            logger.exception("loading the %s vectors of agent %s failed", model, agent_id)
+            self._entries.pop(entry.key, None)  # the next search tries again
+            return
+        finally:
+            entry.loading = None
+        self._maybe_build(entry)
+
+    # -- search ------------------------------------------------------------------------------
+    async def search(
+        self,
+        *,
+        agent_id: str,
+        model: str,
+        query: np.ndarray,
+        k: int,
+        flt: VectorFilter = VectorFilter(),
+    ) -> list[tuple[str, float]] | None:
+        """Ids and exact cosine scores of the top ``k``, best first; None when the set is not
+        loaded yet (the caller then searches without the index)."""
+        q = np.asarray(query, dtype=np.float32).reshape(-1)
+        dim = q.shape[0]
+        key = (agent_id, model, dim)
+        entry = self._entries.get(key)
+        if entry is None:
+            entry = self._entry(key)
+            loading = entry.loading
+            if loading is not None:
+                entry.load_rows = await self._count(agent_id, model, dim)
+                if entry.load_rows <= self.wait_rows:
+                    await asyncio.shield(loading)
+        elif (
+            entry.loading is not None
+            and entry.load_rows is not None
+            and entry.load_rows <= self.wait_rows
+        ):
+            await asyncio.shield(entry.loading)
+        vs = entry.vectors
+        if vs is None:
+            return None
+        norm = float(np.linalg.norm(q))
+        if norm > 0:
+            q = q / norm
+        if k <= 0 or len(vs) == 0:
+            return []
+        mask = vs.mask(flt)
+        if entry.ann is not None:
+            found = self._ann_top_k(entry.ann, vs, q, k, flt, mask)
+            if found is not None:
+                return self._hits(vs, *found)
+        if vs.size > _THREAD_ROWS:
+            exact = await asyncio.to_thread(vs.top_k, q, k, mask)
+        else:
+            exact = vs.top_k(q, k, mask)
+        return self._hits(vs, *exact)
+
+    @staticmethod
+    def _hits(vs: VectorSet, rows: np.ndarray, scores: np.ndarray) -> list[tuple[str, float]]:
+        hits = []
+        for row, score in zip(rows.tolist(), scores.tolist(), strict=True):
+            with contextlib.suppress(KeyError):  # removed while a thread searched
+                hits.append((vs.id_of(row), float(score)))
+        return hits
+
+    def _ann_top_k(
+        self,
+        ann: AnnIndex,
+        vs: VectorSet,
+        q: np.ndarray,
+        k: int,
+        flt: VectorFilter,
+        mask: np.ndarray | None,
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """ANN candidates, filtered and re-scored exactly; None when exact search is better."""
+        live = len(vs)
+        matching = live if mask is None else int(np.count_nonzero(mask))
+        if matching == 0:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        if matching < self.ann_rows:
+            return None  # few rows match: scoring just those is exact and cheap
+        want = max(k, self.min_candidates)
+        count = math.ceil(want * live / matching * (1.0 if mask is None else 1.5))
+        while count <= self.max_candidates:
+            if isinstance(ann, USearchIndex):
+                ann.expansion_search = max(self.ef_search, count)
+            rows = ann.search(q, count)
+            rows = rows[(rows >= 0) & (rows < vs.size)]
+            rows = rows[vs.matches(rows, flt)] if mask is not None else rows[vs.is_live(rows)]
+            if rows.size >= k or count >= live:
+                scores = vs.scores(q, rows)
+                order = np.lexsort((rows, -scores))[:k]
+                return rows[order], scores[order]
+            count *= 4
+        return None
+
+    # -- changes -----------------------------------------------------------------------------
+    def upsert(self, agent_id: str, model: str, rows: VectorRows) -> None:
+        """Memories of ``agent_id`` now have these ``model`` vectors (new, or replaced)."""
+        if not len(rows) or not self.has_agent(agent_id):
+            return
+        dim = int(np.asarray(rows.vectors).shape[1])
+        ids = rows.ids
+        for key, entry in list(self._entries.items()):
+            if key[0] != agent_id:
+                continue
+            if key == (agent_id, model, dim):
+                self._change(entry, lambda vs: vs.upsert(rows))
+            else:  # the memory's vector moved to another model (reindex): not here any more
+                self._change(entry, lambda vs: vs.remove(ids))
+
+    def remove(self, ids: list[str], *, agent_id: str | None = None) -> None:
+        """Memories deleted (or left without a vector); ``agent_id`` None: look everywhere."""
+        if not ids:
+            return
+        for key, entry in list(self._entries.items()):
+            if agent_id is None or key[0] == agent_id:
+                self._change(entry, lambda vs: vs.remove(ids))
+
+    def remove_matching(self, agent_id: str, flt: VectorFilter) -> None:
+        for key, entry in list(self._entries.items()):
+            if key[0] == agent_id:
+                self._change(entry, lambda vs: vs.remove_matching(flt))
+
+    def drop_agent(self, agent_id: str) -> None:
+        """Forget an agent's sets (and their saved indexes): the agent was deleted."""
+        for key in [key for key in self._entries if key[0] == agent_id]:
+            self._forget(key)
+            path = self._path(key)
+            if path is not None:
+                for file in (path, path.with_suffix(".json")):
+                    file.unlink(missing_ok=True)
+
+    def reset(self, agent_id: str | None = None) -> None:
+        """Forget every set (of ``agent_id``, or of all agents); each loads again on its next
+        search. For changes too many to apply one by one."""
+        for key in [key for key in self._entries if agent_id is None or key[0] == agent_id]:
+            self._forget(key)
+
+    def _forget(self, key: _Key) -> None:
+        entry = self._entries.pop(key)
+        entry.cancelled = True
+        if entry.loading is not None:
+            entry.loading.cancel()
+
+    def _change(self, entry: _Entry, change: Callable[[VectorSet], np.ndarray]) -> None:
+        vs = entry.vectors
+        if vs is None:
+            entry.queued.append(change)
+            return
+        rows = change(vs)
+        if not rows.size:
+            return
+        if entry.changed is not None:
+            entry.changed.update(rows.tolist())
+        elif entry.ann is not None:
+            self._apply_rows(entry.ann, vs, rows)
+            entry.dirty = True
+        self._maybe_build(entry)
+
+    @staticmethod
+    def _apply_rows(ann: AnnIndex, vs: VectorSet, rows: np.ndarray) -> None:
+        rows = np.unique(rows)
+        ann.remove(rows)
+        live = rows[vs.is_live(rows)]
+        if live.size:
+            ann.add(live, vs.vectors()[live])
+
+    # -- ANN build, persistence --------------------------------------------------------------
+    def _maybe_build(self, entry: _Entry) -> None:
+        vs = entry.vectors
+        if (
+            vs is None
+            or entry.ann is not None
+            or entry.building is not None
+            or entry.ann_failed
+            or self._closed
+            or len(vs) < self.ann_rows
+        ):
+            return
+        entry.changed = set()
+        entry.building = asyncio.get_running_loop().create_task(
+            self._build(entry, vs), name=f"carrier-vectors-ann-{entry.key[0]}-{entry.key[1]}"
+        )
+
+    async def _build(self, entry: _Entry, vs: VectorSet) -> None:
+        try:
+            ann = await self._restore(entry, vs)
+            restored = ann is not None
+            if ann is None:
+                ann = self._ann_factory(vs.dim)
+                if ann is None:
+                    entry.ann_failed = True
+                    logger.info(
+                        "no ANN library installed: vector search stays exact (%s)",
+                        "pip install usearch",
+                    )
+                    return
+                rows = vs.live_rows()
+                vectors = vs.vectors()
+                for start in range(0, rows.size, _BUILD_CHUNK):
+                    if entry.cancelled or self._closed:
+                        return
+                    chunk = rows[start : start + _BUILD_CHUNK]
+                    await asyncio.to_thread(_add, ann, chunk, vectors)
+            if entry.cancelled:
+                return
+            changed = np.fromiter(entry.changed or (), dtype=np.int64)
+            if changed.size:
+                self._apply_rows(ann, vs, changed)
+            entry.ann = ann
+            entry.dirty = not restored or bool(changed.size)
+            logger.debug(
+                "ANN index of agent %s (%s) ready: %d rows (%s)",
+                entry.key[0],
+                entry.key[1],
+                len(ann),
+                "reloaded" if restored else "built",
+            )
+            if entry.dirty:
+                await self._save(entry)
+        except Exception:
+            entry.ann_failed = True
+            logger.exception(
+                "building the ANN index of agent %s failed; its searches stay exact", entry.key[0]
+            )
+        finally:
+            entry.changed = None
+            entry.building = None
+
+    def _path(self, key: _Key) -> Path | None:
+        if self.directory is None:
+            return None
+        agent_id, model, dim = key
+        return self.directory / f"{_safe(model)}-{dim}" / f"{_safe(agent_id)}.usearch"
+
+    async def _restore(self, entry: _Entry, vs: VectorSet) -> AnnIndex | None:
+        path = self._path(entry.key)
+        if path is None or len(vs) < self.persist_rows or not path.exists():
+            return None
+        manifest_path = path.with_suffix(".json")
+        try:
+            manifest = json.loads(manifest_path.read_text())
+        except (OSError, ValueError):
+            return None
+        digest = await asyncio.to_thread(vs.digest)
+        if manifest.get("format") != _FORMAT or manifest.get("digest") != digest:
+            logger.info("saved vector index %s is out of date; rebuilding it", path)
+            return None
+        return await asyncio.to_thread(USearchIndex.restore, path, vs.dim)
+
+    async def _save(self, entry: _Entry) -> None:
+        path = self._path(entry.key)
+        vs, ann = entry.vectors, entry.ann
+        if path is None or vs is None or ann is None or len(vs) < self.persist_rows:
+            return
+        entry.dirty = False
+        # Fingerprint and file are made in a thread from the same moment's rows; a change that
+        # lands meanwhile marks the entry dirty again, so it is saved again on close.
+        try:
+            await asyncio.to_thread(_write, ann, path, vs.digest)
+        except OSError as exc:
+            logger.warning("cannot save the vector index %s: %s", path, exc)
+
+    async def close(self) -> None:
+        """Stop loads and builds, save changed indexes. Safe to call twice."""
+        self._closed = True
+        for entry in self._entries.values():
+            entry.cancelled = entry.ann is None
+            if entry.loading is not None:
+                entry.loading.cancel()
+        tasks = [t for e in self._entries.values() for t in (e.loading, e.building) if t]
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        for entry in self._entries.values():
+            if entry.dirty:
+                await self._save(entry)
+        self._entries.clear()
+
+    def remove_files(self) -> None:
+        if self.directory is not None and self.directory.exists():
+            shutil.rmtree(self.directory)
+
+
+def _add(ann: AnnIndex, rows: np.ndarray, vectors: np.ndarray) -> None:
+    if isinstance(ann, USearchIndex):
+        ann.add(rows, vectors[rows], threads=build_threads())
+    else:
+        ann.add(rows, vectors[rows])
+
+
+def _write(ann: AnnIndex, path: Path, digest_of: Callable[[], str]) -> None:
+    digest = digest_of()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    ann.save(tmp)
+    tmp.replace(path)
+    manifest = {"format": _FORMAT, "digest": digest, "rows": len(ann)}
+    path.with_suffix(".json").write_text(json.dumps(manifest))
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def _safe(name: str) -> str:
+    return _UNSAFE.sub("_", name)[:80] or "_"

@@ -1,0 +1,334 @@
+"""The vectors of one agent and one embedding model, held in memory with what search filters on.
+
+A :class:`VectorSet` keeps a growing float32 matrix of unit-length rows, one per memory, beside
+small arrays of the fields a search filters on (room, entity, kind, creation time). Exact search
+is one matrix-vector product over it (a few milliseconds at 100k rows), so a search never reads
+vectors from the database. A memory keeps its row for the life of the set, which makes row
+numbers usable as the keys of an ANN index built over the same rows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from carrier.memory.index._blas import one_blas_thread
+
+__all__ = ["VectorFilter", "VectorRows", "VectorSet"]
+
+_MIN_CAPACITY = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class VectorFilter:
+    """What a search is restricted to; ``None`` means any. Times are microseconds since the epoch:
+    ``since`` inclusive, ``before`` exclusive. An empty ``kinds`` matches nothing."""
+
+    room_id: str | None = None
+    entity_id: str | None = None
+    kinds: frozenset[str] | None = None
+    since_us: int | None = None
+    before_us: int | None = None
+    exclude_ids: frozenset[str] = frozenset()
+
+    @property
+    def narrows(self) -> bool:
+        """Whether the filter excludes anything (beyond agent and model)."""
+        return (
+            self.room_id is not None
+            or self.entity_id is not None
+            or self.kinds is not None
+            or self.since_us is not None
+            or self.before_us is not None
+            or bool(self.exclude_ids)
+        )
+
+
+@dataclass(slots=True)
+class VectorRows:
+    """A batch of memories' vectors with their filter fields, as a store reads them."""
+
+    ids: list[str]
+    rooms: list[str]
+    entities: list[str]
+    kinds: list[str]
+    created_us: list[int]
+    vectors: np.ndarray
+    """``(len(ids), dim)`` float32, not necessarily normalized."""
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+@dataclass(slots=True)
+class _Codes:
+    """Strings ↔ small integers, so filter fields are compared as integer arrays."""
+
+    codes: dict[str, int] = field(default_factory=dict)
+
+    def encode(self, value: str) -> int:
+        code = self.codes.get(value)
+        if code is None:
+            code = self.codes[value] = len(self.codes)
+        return code
+
+    def get(self, value: str) -> int:
+        return self.codes.get(value, -1)
+
+
+class VectorSet:
+    """Unit-length vectors of ``dim`` dimensions with their memory ids and filter fields.
+
+    Rows are appended; a removed memory leaves a dead row behind (its vector zeroed) until the set
+    is rebuilt. Not thread-safe: mutate it from one thread (the event loop); readers in other
+    threads may see a row change under them, which an ANN build tolerates (it re-adds rows that
+    changed while it ran).
+    """
+
+    def __init__(self, dim: int) -> None:
+        if dim < 1:
+            raise ValueError(f"dim must be >= 1, got {dim}")
+        self.dim = dim
+        self._size = 0
+        self._live_count = 0
+        self._vectors = np.zeros((0, dim), dtype=np.float32)
+        self._live = np.zeros(0, dtype=bool)
+        self._room = np.zeros(0, dtype=np.int32)
+        self._entity = np.zeros(0, dtype=np.int32)
+        self._kind = np.zeros(0, dtype=np.int16)
+        self._created = np.zeros(0, dtype=np.int64)
+        self._ids: list[str | None] = []
+        self._row_of: dict[str, int] = {}
+        self._rooms = _Codes()
+        self._entities = _Codes()
+        self._kinds = _Codes()
+
+    # -- size --------------------------------------------------------------------------------
+    def __len__(self) -> int:
+        """Live rows (memories held)."""
+        return self._live_count
+
+    @property
+    def size(self) -> int:
+        """Rows used, dead ones included: row numbers are ``0 .. size - 1``."""
+        return self._size
+
+    @property
+    def dead(self) -> int:
+        return self._size - self._live_count
+
+    @property
+    def nbytes(self) -> int:
+        """Memory held by the arrays (the id map is extra, ~150 bytes a memory)."""
+        arrays = (self._vectors, self._live, self._room, self._entity, self._kind, self._created)
+        return sum(a.nbytes for a in arrays)
+
+    def __contains__(self, memory_id: object) -> bool:
+        return memory_id in self._row_of
+
+    def row_of(self, memory_id: str) -> int | None:
+        return self._row_of.get(memory_id)
+
+    def id_of(self, row: int) -> str:
+        memory_id = self._ids[row]
+        if memory_id is None:
+            raise KeyError(f"row {row} holds no memory")
+        return memory_id
+
+    def vectors(self) -> np.ndarray:
+        """A read-only view of rows ``0 .. size - 1`` (dead rows are zero)."""
+        view = self._vectors[: self._size]
+        view.flags.writeable = False
+        return view
+
+    def live_rows(self) -> np.ndarray:
+        return np.flatnonzero(self._live[: self._size])
+
+    def is_live(self, rows: np.ndarray) -> np.ndarray:
+        return self._live[rows]
+
+    # -- changes -----------------------------------------------------------------------------
+    def upsert(self, rows: VectorRows) -> np.ndarray:
+        """Add new memories, replace the vectors of known ones; returns the rows written."""
+        n = len(rows)
+        if n == 0:
+            return np.zeros(0, dtype=np.int64)
+        vectors = np.array(rows.vectors, dtype=np.float32)  # a copy: normalized in place below
+        if vectors.shape != (n, self.dim):
+            raise ValueError(f"expected vectors of shape {(n, self.dim)}, got {vectors.shape}")
+        targets = np.empty(n, dtype=np.int64)
+        fresh = 0
+        for i, memory_id in enumerate(rows.ids):
+            row = self._row_of.get(memory_id)
+            if row is None:
+                row = self._size + fresh
+                self._row_of[memory_id] = row
+                fresh += 1
+            targets[i] = row
+        self._reserve(self._size + fresh)
+        new_ids: list[str | None] = [None] * fresh
+        for i, memory_id in enumerate(rows.ids):
+            row = int(targets[i])
+            if row >= self._size:
+                new_ids[row - self._size] = memory_id
+        self._ids.extend(new_ids)
+        revived = int(np.count_nonzero(~self._live[np.unique(targets)]))
+        self._size += fresh
+        self._live_count += revived
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        np.divide(vectors, norms, out=vectors, where=norms > 0)
+        self._vectors[targets] = vectors
+        self._live[targets] = True
+        self._room[targets] = [self._rooms.encode(r) for r in rows.rooms]
+        self._entity[targets] = [self._entities.encode(e) for e in rows.entities]
+        self._kind[targets] = [self._kinds.encode(k) for k in rows.kinds]
+        self._created[targets] = rows.created_us
+        return targets
+
+    def remove(self, ids: Iterable[str]) -> np.ndarray:
+        """Forget memories by id (unknown ids are ignored); returns the rows freed."""
+        rows = [row for row in (self._row_of.pop(i, None) for i in ids) if row is not None]
+        return self._kill(np.array(rows, dtype=np.int64))
+
+    def remove_matching(self, flt: VectorFilter) -> np.ndarray:
+        """Forget every memory the filter matches; returns the rows freed."""
+        mask = self.mask(flt)
+        rows = self.live_rows() if mask is None else np.flatnonzero(mask)
+        for row in rows:
+            memory_id = self._ids[row]
+            if memory_id is not None:
+                self._row_of.pop(memory_id, None)
+        return self._kill(rows)
+
+    def _kill(self, rows: np.ndarray) -> np.ndarray:
+        if rows.size:
+            self._live_count -= int(np.count_nonzero(self._live[rows]))
+            self._live[rows] = False
+            self._vectors[rows] = 0.0
+            for row in rows:
+                self._ids[row] = None
+        return rows
+
+    def _reserve(self, needed: int) -> None:
+        capacity = self._vectors.shape[0]
+        if needed <= capacity:
+            return
+        new_capacity = max(needed, capacity * 2, _MIN_CAPACITY)
+        # A new array rather than resize(): an ANN build in another thread may hold a view of the
+        # old one, which stays valid.
+        vectors = np.zeros((new_capacity, self.dim), dtype=np.float32)
+        vectors[: self._size] = self._vectors[: self._size]
+        self._vectors = vectors
+        for name in ("_live", "_room", "_entity", "_kind", "_created"):
+            old = getattr(self, name)
+            grown = np.zeros(new_capacity, dtype=old.dtype)
+            grown[: self._size] = old[: self._size]
+            setattr(self, name, grown)
+
+    # -- search ------------------------------------------------------------------------------
+    def mask(self, flt: VectorFilter) -> np.ndarray | None:
+        """Live rows the filter matches, as a boolean array over ``0 .. size - 1``; ``None`` when
+        the filter narrows nothing (every live row matches)."""
+        if not flt.narrows:
+            return None
+        n = self._size
+        mask = self._live[:n].copy()
+        if flt.room_id is not None:
+            mask &= self._room[:n] == self._rooms.get(flt.room_id)
+        if flt.entity_id is not None:
+            mask &= self._entity[:n] == self._entities.get(flt.entity_id)
+        if flt.kinds is not None:
+            codes = [self._kinds.get(k) for k in flt.kinds]
+            mask &= np.isin(self._kind[:n], [c for c in codes if c >= 0])
+        if flt.since_us is not None:
+            mask &= self._created[:n] >= flt.since_us
+        if flt.before_us is not None:
+            mask &= self._created[:n] < flt.before_us
+        for memory_id in flt.exclude_ids:
+            row = self._row_of.get(memory_id)
+            if row is not None:
+                mask[row] = False
+        return mask
+
+    def matches(self, rows: np.ndarray, flt: VectorFilter) -> np.ndarray:
+        """Which of ``rows`` are live and match the filter (without a mask over every row)."""
+        ok = self._live[rows].copy()
+        if flt.room_id is not None:
+            ok &= self._room[rows] == self._rooms.get(flt.room_id)
+        if flt.entity_id is not None:
+            ok &= self._entity[rows] == self._entities.get(flt.entity_id)
+        if flt.kinds is not None:
+            codes = [self._kinds.get(k) for k in flt.kinds]
+            ok &= np.isin(self._kind[rows], [c for c in codes if c >= 0])
+        if flt.since_us is not None:
+            ok &= self._created[rows] >= flt.since_us
+        if flt.before_us is not None:
+            ok &= self._created[rows] < flt.before_us
+        if flt.exclude_ids:
+            ok &= np.array([self._ids[r] not in flt.exclude_ids for r in rows], dtype=bool)
+        return ok
+
+    def scores(self, query: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """Exact cosine of ``query`` (unit length) with the given rows."""
+        return self._vectors[rows] @ query
+
+    def top_k(
+        self, query: np.ndarray, k: int, mask: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Exact top-k: rows and cosine scores, best first, ties by row; ``query`` unit length.
+
+        With a mask that keeps few rows, only those rows are scored.
+        """
+        n = self._size
+        if mask is None and self._live_count == n:
+            candidates = None  # every row: one matrix-vector product, no gather
+        else:
+            candidates = np.flatnonzero(self._live[:n] if mask is None else mask)
+        with one_blas_thread():
+            if candidates is None or candidates.size * 4 >= n:
+                scores = self._vectors[:n] @ query
+                if candidates is not None:
+                    scores = scores[candidates]
+            else:
+                scores = self._vectors[candidates] @ query
+        m = scores.shape[0]
+        k = min(k, m)
+        if k <= 0:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        top = np.argpartition(-scores, k - 1)[:k] if k < m else np.arange(m)
+        rows = top if candidates is None else candidates[top]
+        order = np.lexsort((rows, -scores[top]))
+        return rows[order].astype(np.int64), scores[top][order].astype(np.float32)
+
+    # -- identity ----------------------------------------------------------------------------
+    def digest(self) -> str:
+        """A fingerprint of the ids in row order and of the vectors, to validate a saved index."""
+        h = hashlib.sha256()
+        for memory_id in self._ids[: self._size]:
+            h.update((memory_id or "").encode())
+            h.update(b"\0")
+        probe = np.random.default_rng(0).standard_normal(self.dim).astype(np.float32)
+        h.update(np.round(self._vectors[: self._size] @ probe, 3).astype(np.float32).tobytes())
+        return h.hexdigest()
+
+
+def rows_from_sequences(
+    ids: Sequence[str],
+    rooms: Sequence[str],
+    entities: Sequence[str],
+    kinds: Sequence[str],
+    created_us: Sequence[int],
+    vectors: Sequence[Sequence[float]] | np.ndarray,
+) -> VectorRows:
+    """A :class:`VectorRows` from plain sequences (tests and stores)."""
+    return VectorRows(
+        ids=list(ids),
+        rooms=list(rooms),
+        entities=list(entities),
+        kinds=list(kinds),
+        created_us=list(created_us),
+        vectors=np.asarray(vectors, dtype=np.float32).reshape(len(ids), -1),
+    )

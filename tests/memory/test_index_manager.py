@@ -1,0 +1,246 @@
+"""VectorIndex: background loading, ANN search with filters, keeping in step, persistence."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from carrier.memory.index import VectorFilter, VectorIndex, VectorRows
+from carrier.memory.index.ann import AnnIndex, default_ann
+from carrier.memory.vector import cosine_top_k
+
+pytest.importorskip("usearch", reason="usearch is not installed: pip install usearch")
+
+AGENT, MODEL, DIM = "agent", "m:32", 32
+
+
+def clustered(n: int, seed: int = 0) -> np.ndarray:
+    """Vectors around 40 centres: neighbourhoods like real embeddings have."""
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(40, DIM))
+    data = centres[rng.integers(0, 40, n)] + 0.35 * rng.normal(size=(n, DIM))
+    return (data / np.linalg.norm(data, axis=1, keepdims=True)).astype(np.float32)
+
+
+class Source:
+    """A store stand-in: rows in memory, optionally held back until ``release``."""
+
+    def __init__(self, vectors: np.ndarray, *, hold: bool = False) -> None:
+        self.vectors = vectors
+        self.ids = [f"m{i}" for i in range(len(vectors))]
+        self.rooms = [f"r{i % 3}" for i in range(len(vectors))]
+        self.released = asyncio.Event()
+        if not hold:
+            self.released.set()
+        self.loads = 0
+
+    def rows(self, start: int = 0, stop: int | None = None) -> VectorRows:
+        stop = len(self.ids) if stop is None else stop
+        return VectorRows(
+            ids=self.ids[start:stop],
+            rooms=self.rooms[start:stop],
+            entities=["e"] * (stop - start),
+            kinds=["message" if i % 2 else "fact" for i in range(start, stop)],
+            created_us=list(range(start, stop)),
+            vectors=self.vectors[start:stop],
+        )
+
+    async def load(self, agent_id: str, model: str, dim: int) -> AsyncIterator[VectorRows]:
+        self.loads += 1
+        await self.released.wait()
+        for start in range(0, len(self.ids), 1000):
+            yield self.rows(start, min(start + 1000, len(self.ids)))
+
+    async def count(self, agent_id: str, model: str, dim: int) -> int:
+        return len(self.ids)
+
+
+class ExactAnn(AnnIndex):
+    """A brute-force 'ANN' whose first add waits for a gate: makes build timing testable."""
+
+    def __init__(self, gate: threading.Event | None = None) -> None:
+        self.rows: dict[int, np.ndarray] = {}
+        self.gate = gate
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def add(self, keys: np.ndarray, vectors: np.ndarray) -> None:
+        if self.gate is not None:
+            self.gate.wait(timeout=30)
+            self.gate = None
+        for key, vector in zip(keys.tolist(), vectors, strict=True):
+            self.rows[key] = np.array(vector)
+
+    def remove(self, keys: np.ndarray) -> None:
+        for key in keys.tolist():
+            self.rows.pop(key, None)
+
+    def search(self, query: np.ndarray, count: int) -> np.ndarray:
+        keys = np.array(sorted(self.rows), dtype=np.int64)
+        if not keys.size:
+            return keys
+        top, _ = cosine_top_k(query, np.stack([self.rows[k] for k in keys]), count)
+        return keys[top]
+
+    def save(self, path: Path) -> None:
+        raise NotImplementedError
+
+    @property
+    def memory_bytes(self) -> int:
+        return 0
+
+
+def exact_ids(
+    source: Source, query: np.ndarray, k: int, keep: np.ndarray | None = None
+) -> list[str]:
+    rows = np.arange(len(source.ids)) if keep is None else np.flatnonzero(keep)
+    top, _ = cosine_top_k(query, source.vectors[rows], k)
+    return [source.ids[rows[i]] for i in top]
+
+
+async def test_index_search_waits_for_small_sets_and_falls_back_for_big_ones() -> None:
+    source = Source(clustered(300), hold=True)
+    index = VectorIndex(load=source.load, count=source.count, wait_rows=100, ann_rows=10_000)
+    query = source.vectors[0]
+    assert await index.search(agent_id=AGENT, model=MODEL, query=query, k=3) is None
+    assert not index.loaded(AGENT, MODEL, DIM)
+    source.released.set()
+    await index.prepare(AGENT, MODEL, DIM)
+    hits = await index.search(agent_id=AGENT, model=MODEL, query=query, k=3)
+    assert hits is not None and [i for i, _ in hits] == exact_ids(source, query, 3)
+    assert source.loads == 1
+
+    small = Source(clustered(50))
+    index = VectorIndex(load=small.load, count=small.count, wait_rows=100)
+    hits = await index.search(agent_id=AGENT, model=MODEL, query=query, k=3)
+    assert hits is not None and len(hits) == 3  # awaited: no fallback for a small set
+    await index.close()
+
+
+async def test_index_ann_recall_and_exact_scores_with_filters() -> None:
+    source = Source(clustered(6000))
+    index = VectorIndex(load=source.load, count=source.count, ann_rows=1000, wait_rows=10**6)
+    await index.prepare(AGENT, MODEL, DIM)
+    assert index.ann_ready(AGENT, MODEL, DIM)
+    queries = clustered(40, seed=9)
+    rooms = np.array(source.rooms)
+    kinds = np.array(["message" if i % 2 else "fact" for i in range(len(source.ids))])
+    cases = [
+        (VectorFilter(), None),
+        (VectorFilter(room_id="r1"), rooms == "r1"),
+        (
+            VectorFilter(room_id="r2", kinds=frozenset({"fact"})),
+            (rooms == "r2") & (kinds == "fact"),
+        ),
+    ]
+    for flt, keep in cases:
+        found = 0
+        for query in queries:
+            hits = await index.search(agent_id=AGENT, model=MODEL, query=query, k=10, flt=flt)
+            assert hits is not None and len(hits) == 10
+            expected = exact_ids(source, query, 10, keep)
+            found += len({i for i, _ in hits} & set(expected))
+            for memory_id, score in hits:
+                row = source.ids.index(memory_id)
+                assert keep is None or keep[row]
+                assert score == pytest.approx(float(source.vectors[row] @ query), abs=1e-5)
+            assert [s for _, s in hits] == sorted((s for _, s in hits), reverse=True)
+        assert found / (10 * len(queries)) >= 0.9, flt
+
+    # A filter that keeps fewer rows than an ANN pays for is answered exactly.
+    narrow = VectorFilter(since_us=100, before_us=400)
+    keep = (np.arange(len(source.ids)) >= 100) & (np.arange(len(source.ids)) < 400)
+    hits = await index.search(agent_id=AGENT, model=MODEL, query=queries[0], k=10, flt=narrow)
+    assert hits is not None and [i for i, _ in hits] == exact_ids(source, queries[0], 10, keep)
+    await index.close()
+
+
+async def test_index_keeps_the_ann_in_step_with_changes_during_and_after_a_build() -> None:
+    source = Source(clustered(2000))
+    gate = threading.Event()
+    index = VectorIndex(
+        load=source.load,
+        count=source.count,
+        ann_rows=500,
+        wait_rows=10**6,
+        ann_factory=lambda dim: ExactAnn(gate),
+    )
+    await index.prepare(AGENT, MODEL, DIM, ann=False)
+    assert index.loaded(AGENT, MODEL, DIM)
+    assert not index.ann_ready(AGENT, MODEL, DIM)  # the build waits at the gate
+    target = -source.vectors[5]
+    moved = VectorRows(["m7"], ["r0"], ["e"], ["fact"], [7], target[None, :])
+    index.upsert(AGENT, MODEL, moved)  # during the build
+    index.remove(["m5"], agent_id=AGENT)
+    exact = await index.search(agent_id=AGENT, model=MODEL, query=target, k=1)
+    assert exact == [("m7", pytest.approx(1.0))]  # exact search meanwhile sees the change
+    gate.set()
+    await index.prepare(AGENT, MODEL, DIM)
+    assert index.ann_ready(AGENT, MODEL, DIM)
+
+    async def top(query: np.ndarray) -> str:
+        hits = await index.search(agent_id=AGENT, model=MODEL, query=query, k=1)
+        assert hits is not None
+        return hits[0][0]
+
+    assert await top(target) == "m7"
+    assert await top(source.vectors[5]) != "m5"
+    fresh = VectorRows(["new"], ["r0"], ["e"], ["fact"], [1], (-source.vectors[9])[None, :])
+    index.upsert(AGENT, MODEL, fresh)  # after the build
+    assert await top(-source.vectors[9]) == "new"
+    index.upsert(AGENT, "other:32", fresh)  # its vector now belongs to another model
+    assert await top(-source.vectors[9]) != "new"
+    index.remove_matching(AGENT, VectorFilter(room_id="r0"))
+    hits = await index.search(agent_id=AGENT, model=MODEL, query=target, k=50)
+    assert hits is not None and all(source.rooms[source.ids.index(i)] != "r0" for i, _ in hits)
+    await index.close()
+
+
+async def test_index_is_saved_and_reloaded_when_unchanged(tmp_path: Path) -> None:
+    source = Source(clustered(3000))
+    built: list[int] = []
+
+    def factory(dim: int) -> AnnIndex | None:
+        built.append(dim)
+        return default_ann(dim)
+
+    def new_index() -> VectorIndex:
+        return VectorIndex(
+            load=source.load,
+            count=source.count,
+            directory=tmp_path / "vectors",
+            ann_rows=1000,
+            persist_rows=1000,
+            wait_rows=10**6,
+            ann_factory=factory,
+        )
+
+    first = new_index()
+    await first.prepare(AGENT, MODEL, DIM)
+    await first.close()
+    files = sorted(p.name for p in (tmp_path / "vectors").rglob("*"))
+    assert files == ["agent.json", "agent.usearch", "m_32-32"]
+    assert built == [DIM]
+
+    second = new_index()
+    await second.prepare(AGENT, MODEL, DIM)
+    assert second.ann_ready(AGENT, MODEL, DIM)
+    assert built == [DIM]  # reloaded, not rebuilt
+    hits = await second.search(agent_id=AGENT, model=MODEL, query=source.vectors[3], k=1)
+    assert hits is not None and hits[0][0] == "m3"
+    await second.close()
+
+    source.vectors = source.vectors.copy()
+    source.vectors[0] = -source.vectors[0]  # changed behind the index's back
+    third = new_index()
+    await third.prepare(AGENT, MODEL, DIM)
+    assert built == [DIM, DIM]  # out of date: rebuilt
+    third.drop_agent(AGENT)
+    assert not list((tmp_path / "vectors").rglob("*.usearch"))
+    await third.close()

@@ -1,0 +1,103 @@
+"""MongoDB recall: the in-process vector index on servers without $vectorSearch (kept in step,
+including other processes' inserts), text search with or without a text index, and the
+$vectorSearch pipeline for servers that have it."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+
+pytest.importorskip("pymongo", reason="pymongo is not installed: pip install -e '.[dev]'")
+
+from carrier.memory import _mongo_search as search
+from carrier.memory import mongo as mongo_module
+from carrier.memory.mongo import MongoStore
+from carrier.types import Content, Memory
+from tests.memory.conftest import MongoServer
+
+MODEL = "m:3"
+
+
+def _memory(text: str, vector: list[float], **fields: object) -> Memory:
+    return Memory(
+        agent_id="a",
+        room_id="r",
+        entity_id="e",
+        content=Content(text=text),
+        embedding=vector,
+        embedding_model=MODEL,
+        **fields,  # type: ignore[arg-type]
+    )
+
+
+@pytest.fixture
+def database_uri(mongo_compatible_server: MongoServer) -> Iterator[str]:
+    name = f"carrier_test_{uuid.uuid4().hex[:16]}"
+    yield mongo_compatible_server.database_uri(name)
+    mongo_compatible_server.client.drop_database(name)
+
+
+@pytest.fixture
+async def store(database_uri: str) -> AsyncIterator[MongoStore]:
+    async with MongoStore.from_url(database_uri) as opened:
+        yield opened
+
+
+async def test_mongo_uses_the_in_process_index_without_vector_search(store: MongoStore) -> None:
+    assert store.supports_vector_search is False
+    assert store.vectors is not None
+    await store.add_memory(_memory("x", [1.0, 0.0, 0.0]))
+    hits = await store.search_memories(
+        agent_id="a", embedding=[1.0, 0.0, 0.0], embedding_model=MODEL
+    )
+    assert [h.memory.content.text for h in hits] == ["x"]
+    assert store.vectors.loaded("a", MODEL, 3)
+
+
+async def test_mongo_index_sees_other_processes_inserts(
+    database_uri: str, store: MongoStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(mongo_module, "_POLL_INTERVAL_S", 0.0)
+    await store.add_memory(_memory("mine", [1.0, 0.0, 0.0]))
+    assert (
+        len(await store.search_memories(agent_id="a", embedding=[0, 1.0, 0], embedding_model=MODEL))
+        == 1
+    )
+    async with MongoStore.from_url(database_uri) as other:
+        await other.add_memory(_memory("theirs", [0.0, 1.0, 0.0]))
+    hits = await store.search_memories(
+        agent_id="a", embedding=[0.0, 1.0, 0.0], embedding_model=MODEL, k=1
+    )
+    assert [h.memory.content.text for h in hits] == ["theirs"]
+
+
+async def test_mongo_text_search_without_a_text_index(store: MongoStore) -> None:
+    assert store.supports_text_search is False  # SecantusDB has no text indexes
+    for text in ["the otter swims", "an otter and a heron", "nothing here", "OTTER!"]:
+        await store.add_memory(_memory(text, [1.0, 0.0, 0.0]))
+    found = await search.text_hits(
+        store._col("memories"), {"agent_id": "a"}, "otter heron", limit=10, text_index=False
+    )
+    texts = [(await store.get_memory(i)).content.text for i in found]  # type: ignore[union-attr]
+    assert texts[0] == "an otter and a heron"
+    assert sorted(texts) == sorted(["the otter swims", "an otter and a heron", "OTTER!"])
+
+
+def test_mongo_vector_search_pipeline_maps_scores_back_to_cosine() -> None:
+    pipeline = search.vector_search_pipeline(
+        filters={"agent_id": "a", "embedding_model": MODEL}, embedding=[0.5, 0.5, 0.0], k=5
+    )
+    stage = pipeline[0]["$vectorSearch"]
+    assert stage["index"] == "carrier_vectors_3"
+    assert stage["path"] == "embedding"
+    assert (stage["limit"], stage["numCandidates"]) == (5, 100)
+    assert stage["filter"] == {"agent_id": "a", "embedding_model": MODEL}
+    assert pipeline[1]["$project"]["score"] == {
+        "$subtract": [{"$multiply": [{"$meta": "vectorSearchScore"}, 2]}, 1]
+    }
+    definition = search.vector_index_definition(3)
+    paths = {f["path"] for f in definition["fields"] if f["type"] == "filter"}
+    assert paths == set(search.VECTOR_FILTER_FIELDS)
+    assert definition["fields"][0]["numDimensions"] == 3

@@ -1,0 +1,145 @@
+"""SQLite recall machinery: the schema 2 migration, FTS5, the change log that keeps the in-memory
+vector index of every process in step, and the saved ANN index beside the database file."""
+
+from __future__ import annotations
+
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from carrier.memory.sqlite import MIGRATIONS, SQLiteStore
+from carrier.types import Content, Memory
+
+MODEL = "m:8"
+
+
+def _memory(text: str, vector: np.ndarray | list[float] | None = None, **fields: object) -> Memory:
+    embedding = None if vector is None else [float(x) for x in vector]
+    return Memory(
+        agent_id="a",
+        room_id="r",
+        entity_id="e",
+        content=Content(text=text),
+        embedding=embedding,
+        embedding_model=MODEL if embedding is not None else None,
+        **fields,  # type: ignore[arg-type]
+    )
+
+
+def _unit(seed: int) -> np.ndarray:
+    v = np.random.default_rng(seed).normal(size=8)
+    return v / np.linalg.norm(v)
+
+
+async def _top(store: SQLiteStore, vector: np.ndarray, k: int = 1) -> list[str]:
+    hits = await store.search_memories(
+        agent_id="a", embedding=vector.tolist(), embedding_model=MODEL, k=k
+    )
+    return [h.memory.content.text for h in hits]
+
+
+async def test_sqlite_migrates_a_version_1_database(tmp_path: Path) -> None:
+    path = tmp_path / "carrier.db"
+    with closing(sqlite3.connect(path)) as db, db:
+        db.execute("CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at TEXT)")
+        for statement in MIGRATIONS[0]:
+            db.execute(statement)
+        db.execute("INSERT INTO schema_version VALUES (1, 'test')")
+        for i, text in enumerate(["the walrus sings", "a quiet harbour", "the walrus again"]):
+            db.execute(
+                "INSERT INTO memories VALUES (?, 'a', 'r', 'e', 'message', 'stored', ?, ?, ?, "
+                "NULL, 1000, 1000)",
+                (
+                    f"id{i}",
+                    Content(text=text).model_dump_json(),
+                    _unit(i).astype("<f4").tobytes(),
+                    MODEL,
+                ),
+            )
+
+    async with SQLiteStore(path=path) as store:
+        assert await store.schema_version() == len(MIGRATIONS)
+        # Equal created_at: insertion order (the old rowid, now seq) still breaks the tie.
+        newest = await store.get_memories(agent_id="a")
+        assert [m.id for m in newest] == ["id2", "id1", "id0"]
+        hits = await store.search_hybrid(
+            agent_id="a", text="walrus", embedding=_unit(1).tolist(), embedding_model=MODEL, k=3
+        )
+        # Found by text and by vector, the walrus notes beat the best vector match alone.
+        assert {h.memory.id for h in hits[:2]} == {"id0", "id2"}
+        assert await _top(store, _unit(1)) == ["a quiet harbour"]
+        assert store.vectors is not None and store.vectors.loaded("a", MODEL, 8)
+
+
+async def test_sqlite_index_follows_another_process_writes(tmp_path: Path) -> None:
+    path = tmp_path / "carrier.db"
+    async with SQLiteStore(path=path) as mine, SQLiteStore(path=path) as theirs:
+        kept = await mine.add_memory(_memory("kept", _unit(1)))
+        doomed = await mine.add_memory(_memory("doomed", _unit(2)))
+        assert await _top(mine, _unit(2)) == ["doomed"]  # loads mine's index
+
+        await theirs.add_memory(_memory("theirs", _unit(3)))
+        assert await theirs.delete_memory(doomed.id)
+        await theirs.update_memory(kept.model_copy(update={"embedding": _unit(4).tolist()}))
+
+        assert await _top(mine, _unit(3)) == ["theirs"]
+        assert "doomed" not in await _top(mine, _unit(2), k=10)
+        top = await mine.search_memories(
+            agent_id="a", embedding=_unit(4).tolist(), embedding_model=MODEL, k=1
+        )
+        assert top[0].memory.content.text == "kept" and top[0].score == pytest.approx(1.0)
+
+
+async def test_sqlite_index_reloads_when_the_change_log_was_pruned_past_it(tmp_path: Path) -> None:
+    path = tmp_path / "carrier.db"
+    async with SQLiteStore(path=path) as mine, SQLiteStore(path=path) as theirs:
+        await mine.add_memory(_memory("first", _unit(1)))
+        assert await _top(mine, _unit(1)) == ["first"]
+        for i in range(3):
+            await theirs.add_memory(_memory(f"new {i}", _unit(10 + i)))
+        with closing(sqlite3.connect(path)) as db, db:
+            db.execute("DELETE FROM memory_changes WHERE n < (SELECT max(n) FROM memory_changes)")
+        assert await _top(mine, _unit(10)) == ["new 0"]
+
+
+async def test_sqlite_saves_the_ann_index_beside_the_database(tmp_path: Path) -> None:
+    pytest.importorskip("usearch", reason="usearch is not installed: pip install usearch")
+    path = tmp_path / "carrier.db"
+    async with SQLiteStore(path=path) as store:
+        assert store.vectors is not None
+        store.vectors.ann_rows = store.vectors.persist_rows = 50
+        for i in range(120):
+            await store.add_memory(_memory(f"note {i}", _unit(i)))
+        await store.prepare_search(agent_id="a", embedding_model=MODEL, dim=8)
+        assert store.vectors.ann_ready("a", MODEL, 8)
+        assert await _top(store, _unit(77)) == ["note 77"]
+    saved = path.with_name("carrier.db.vectors") / "m_8-8" / "a.usearch"
+    assert saved.exists() and saved.with_suffix(".json").exists()
+
+    async with SQLiteStore(path=path) as store:
+        assert store.vectors is not None
+        store.vectors.ann_rows = store.vectors.persist_rows = 50
+        await store.prepare_search(agent_id="a", embedding_model=MODEL, dim=8)
+        assert await _top(store, _unit(5)) == ["note 5"]
+        assert await store.delete_agent("a") is False
+    assert not saved.exists()
+
+
+async def test_sqlite_text_search_survives_vacuum(tmp_path: Path) -> None:
+    path = tmp_path / "carrier.db"
+    async with SQLiteStore(path=path) as store:
+        await store.add_memory(_memory("the narwhal", _unit(99)))
+        for i in range(20):
+            await store.add_memory(_memory(f"filler {i}", _unit(i)))
+        for m in await store.get_memories(agent_id="a", limit=10):  # the newest fillers
+            await store.delete_memory(m.id)
+    with closing(sqlite3.connect(path)) as db:
+        db.execute("VACUUM")
+    async with SQLiteStore(path=path) as store:
+        hits = await store.search_hybrid(
+            agent_id="a", text="narwhal", embedding=_unit(500).tolist(), embedding_model=MODEL, k=1
+        )
+        assert [h.memory.content.text for h in hits] == ["the narwhal"]
