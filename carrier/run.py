@@ -17,6 +17,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
+from carrier.secret_key import ensure_secret_key
 from carrier.settings import Settings
 
 __all__ = ["run_main", "serve_main"]
@@ -45,6 +46,7 @@ async def run_main(
         from carrier.api import check_bind
 
         check_bind(host, settings)  # refuse a public bind without a token before loading anything
+    ensure_secret_key(settings.data_dir, os.environ)
     store = await open_store(settings)
     manager = AgentManager(
         store=store, embedder=default_embedder(), settings=settings, environ=os.environ
@@ -116,6 +118,7 @@ async def serve_main(settings: Settings, *, host: str, port: int) -> int:
     from carrier.jobs.service import JobService
 
     check_bind(host, settings)
+    ensure_secret_key(settings.data_dir, os.environ)
     store = await open_store(settings)
     # The web process enqueues and approves jobs; the worker process (carrier run) runs them.
     jobs = JobService.from_settings(settings)
