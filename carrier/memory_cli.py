@@ -333,3 +333,50 @@ def forget_cmd(
         f"{report.facts} facts, {report.replies} replies, {report.summaries} summaries, "
         f"{report.other} other) in {len(report.rooms)} room(s)"
     )
+
+
+@memory_app.command("reindex")
+def reindex_cmd(
+    agent: Annotated[
+        str | None,
+        typer.Option(
+            "--agent", "-a", help="Only this agent (a character file, id or name); default: all."
+        ),
+    ] = None,
+) -> None:
+    """Re-embed memories made by another embedding model, with a progress bar (vectors of
+    different models are never compared, so until then those memories are not recalled)."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
+
+    from carrier.memory.reindex import ReindexProgress, reindex
+
+    embedder = _embedder()
+
+    async def run(store: Store) -> int:
+        agent_id = None
+        if agent is not None:
+            from carrier.lookup import resolve_agent
+
+            agent_id = (await resolve_agent(store, agent)).id
+        with Progress(
+            TextColumn("Re-embedding"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+            transient=False,
+        ) as bar:
+            task = bar.add_task("reindex", total=None)
+
+            def show(p: ReindexProgress) -> None:
+                bar.update(task, completed=p.done, total=p.total)
+
+            return await reindex(store, embedder, agent_id=agent_id, progress=show)
+
+    count = _with_store(run)
+    typer.echo(f"re-embedded {count} memor{'y' if count == 1 else 'ies'} with {embedder.model_id}")

@@ -147,3 +147,28 @@ def test_forget_by_platform_id(character_file: Path) -> None:
     assert f"forgot {ana}: 3 memories (1 messages, 1 facts, 1 replies" in result.stdout
     listed = run("list", "--agent", agent_id, "--json").stdout.splitlines()
     assert [json.loads(line)["id"] for line in listed] == [made["bob"].id]
+
+
+def test_reindex_re_embeds_memories_of_another_model(character_file: Path) -> None:
+    agent_id = load_character(character_file).agent_id
+    seed(agent_id)  # embedded with the hashing model, which the CLI uses too: nothing to do
+    result = run("reindex", "--agent", str(character_file))
+    assert result.exit_code == 0, result.output
+    assert "re-embedded 0 memories with hash:256" in result.stdout
+
+    async def age() -> None:  # pretend two memories came from an older model
+        async with SQLiteStore(path=db()) as store:
+            for memory in await store.get_memories(agent_id=agent_id, limit=2):
+                memory.embedding, memory.embedding_model = [1.0, 0.0, 0.0], "old-model:3"
+                await store.update_memory(memory)
+
+    asyncio.run(age())
+    result = run("reindex")
+    assert result.exit_code == 0, result.output
+    assert "re-embedded 2 memories with hash:256" in result.stdout
+
+    async def models() -> set[str | None]:
+        async with SQLiteStore(path=db()) as store:
+            return {m.embedding_model for m in await store.get_memories(agent_id=agent_id)}
+
+    assert asyncio.run(models()) == {"hash:256"}
