@@ -136,14 +136,26 @@ def make_loader(
 
 
 # -- the product path --------------------------------------------------------------------------
-async def bench_index(vectors: np.ndarray, queries: np.ndarray, real: int) -> None:
+SWEEP = ((40, 64), (64, 64), (64, 96), (80, 128), (100, 160))
+"""(min_candidates, ef_search) pairs that ``--sweep`` tries."""
+
+
+async def bench_index(
+    vectors: np.ndarray,
+    queries: np.ndarray,
+    real: int,
+    *,
+    index_dir: Path | None = None,
+    sweep: bool = False,
+) -> None:
     n = len(vectors)
     label = "real" if real == n else f"{real} real + {n - real} SYNTHETIC (mixes of real vectors)"
     print(
         f"\n== {n} memories ({label}), {len(queries)} queries, k={K}, load {os.getloadavg()[0]:.1f}"
     )
     load, count = make_loader(vectors)
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp_dir:
+        tmp = index_dir / str(n) if index_dir is not None else Path(tmp_dir)
         index = VectorIndex(load=load, count=count, directory=Path(tmp), wait_rows=0)  # type: ignore[arg-type]
         rss0 = rss_mb()
         t = time.perf_counter()
@@ -167,6 +179,23 @@ async def bench_index(vectors: np.ndarray, queries: np.ndarray, real: int) -> No
             )
         else:
             print(f"no ANN index (fewer than {index.ann_rows} rows or no library)")
+        if sweep and ann is not None:
+            defaults = (index.min_candidates, index.ef_search)
+            truth = [{vs.id_of(r) for r in vs.top_k(q, K)[0]} for q in queries]
+            for min_candidates, ef in SWEEP:
+                index.min_candidates, index.ef_search = min_candidates, ef
+                ms, rec = [], []
+                for q, want in zip(queries, truth, strict=True):
+                    t = time.perf_counter()
+                    hits = await index.search(agent_id="agent", model=MODEL_ID, query=q, k=K)
+                    ms.append((time.perf_counter() - t) * 1000)
+                    assert hits is not None
+                    rec.append(len(want & {i for i, _ in hits}) / K)
+                print(
+                    f"  sweep: candidates {min_candidates:3d} ef {ef:3d}: p50 {pct(ms, 50):.3f} ms "
+                    f"p95 {pct(ms, 95):.3f} ms recall@10 {statistics.mean(rec):.4f}"
+                )
+            index.min_candidates, index.ef_search = defaults
 
         cases: list[tuple[str, VectorFilter]] = [
             ("no filter", VectorFilter()),
@@ -336,7 +365,14 @@ async def main() -> None:
         "--store", action="store_true", help="also time searches through SQLiteStore"
     )
     parser.add_argument("--embed-only", action="store_true")
+    parser.add_argument("--sweep", action="store_true", help="try several ANN search settings")
+    parser.add_argument("--index-dir", type=Path, help="keep saved ANN indexes here between runs")
+    parser.add_argument("--build-threads", type=int, help="ANN build threads (default: cores - 1)")
     args = parser.parse_args()
+    if args.build_threads:
+        from carrier.memory.index import ann, manager
+
+        ann.build_threads = manager.build_threads = lambda: args.build_threads
     sizes = [int(s) for s in args.sizes.split(",")]
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()}")
     for n in sizes:
@@ -345,7 +381,7 @@ async def main() -> None:
             print(f"{n}: {real} real vectors cached")
             continue
         queries = await query_vectors(args.queries)
-        await bench_index(vectors, queries, real)
+        await bench_index(vectors, queries, real, index_dir=args.index_dir, sweep=args.sweep)
         if args.libs:
             bench_libs(vectors, queries, [lib for lib in args.libs.split(",") if lib])
         if args.store:

@@ -110,3 +110,37 @@ def test_index_rows_digest_tracks_ids_and_vectors() -> None:
     assert a.digest() == b.digest()
     b.upsert(rows(["y"], np.array([[1.0, 1.0]])))
     assert a.digest() != b.digest()
+
+
+def test_index_rows_estimate_counts_matches_without_a_scan() -> None:
+    vs = VectorSet(2)
+    vs.upsert(
+        rows(
+            ["a", "b", "c", "d", "a"],  # "a" twice: its last version counts
+            np.array([[1.0, 0.0]] * 5),
+            rooms=["r1", "r1", "r2", "r2", "r2"],
+            kinds=["message", "fact", "message", "fact", "fact"],
+        )
+    )
+    assert len(vs) == 4
+
+    def exact(flt: VectorFilter) -> int:
+        mask = vs.mask(flt)
+        return len(vs) if mask is None else int(mask.sum())
+
+    filters = [
+        VectorFilter(),
+        VectorFilter(room_id="r2"),
+        VectorFilter(room_id="r9"),
+        VectorFilter(kinds=frozenset({"fact"})),
+        VectorFilter(kinds=frozenset({"fact", "message"})),
+        VectorFilter(kinds=frozenset({"other"})),
+        VectorFilter(since_us=1),
+        VectorFilter(exclude_ids=frozenset({"b"})),
+    ]
+    for flt in filters:
+        assert vs.estimate(flt) == exact(flt), flt
+    vs.upsert(rows(["c"], np.array([[0.0, 1.0]]), rooms=["r1"], kinds=["fact"]))
+    vs.remove(["d"])
+    for flt in filters:
+        assert vs.estimate(flt) == exact(flt), flt

@@ -227,11 +227,11 @@ class VectorIndex:
             q = q / norm
         if k <= 0 or len(vs) == 0:
             return []
-        mask = vs.mask(flt)
         if entry.ann is not None:
-            found = self._ann_top_k(entry.ann, vs, q, k, flt, mask)
+            found = self._ann_top_k(entry.ann, vs, q, k, flt)
             if found is not None:
                 return self._hits(vs, *found)
+        mask = vs.mask(flt)
         if vs.size > _THREAD_ROWS:
             exact = await asyncio.to_thread(vs.top_k, q, k, mask)
         else:
@@ -247,29 +247,23 @@ class VectorIndex:
         return hits
 
     def _ann_top_k(
-        self,
-        ann: AnnIndex,
-        vs: VectorSet,
-        q: np.ndarray,
-        k: int,
-        flt: VectorFilter,
-        mask: np.ndarray | None,
+        self, ann: AnnIndex, vs: VectorSet, q: np.ndarray, k: int, flt: VectorFilter
     ) -> tuple[np.ndarray, np.ndarray] | None:
         """ANN candidates, filtered and re-scored exactly; None when exact search is better."""
         live = len(vs)
-        matching = live if mask is None else int(np.count_nonzero(mask))
+        matching = vs.estimate(flt)
         if matching == 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
         if matching < self.ann_rows:
             return None  # few rows match: scoring just those is exact and cheap
         want = max(k, self.min_candidates)
-        count = math.ceil(want * live / matching * (1.0 if mask is None else 1.5))
+        count = math.ceil(want * live / matching * (1.5 if flt.narrows else 1.0))
         while count <= self.max_candidates:
             if isinstance(ann, USearchIndex):
                 ann.expansion_search = max(self.ef_search, count)
             rows = ann.search(q, count)
             rows = rows[(rows >= 0) & (rows < vs.size)]
-            rows = rows[vs.matches(rows, flt)] if mask is not None else rows[vs.is_live(rows)]
+            rows = rows[vs.matches(rows, flt)] if flt.narrows else rows[vs.is_live(rows)]
             if rows.size >= k or count >= live:
                 scores = vs.scores(q, rows)
                 order = np.lexsort((rows, -scores))[:k]

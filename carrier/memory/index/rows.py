@@ -105,6 +105,9 @@ class VectorSet:
         self._rooms = _Codes()
         self._entities = _Codes()
         self._kinds = _Codes()
+        self._room_counts = np.zeros(0, dtype=np.int64)
+        self._entity_counts = np.zeros(0, dtype=np.int64)
+        self._kind_counts = np.zeros(0, dtype=np.int64)
 
     # -- size --------------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -159,6 +162,17 @@ class VectorSet:
         vectors = np.array(rows.vectors, dtype=np.float32)  # a copy: normalized in place below
         if vectors.shape != (n, self.dim):
             raise ValueError(f"expected vectors of shape {(n, self.dim)}, got {vectors.shape}")
+        if len(set(rows.ids)) != n:  # an id twice in one batch: its last version counts
+            last = list({memory_id: i for i, memory_id in enumerate(rows.ids)}.values())
+            rows = VectorRows(
+                ids=[rows.ids[i] for i in last],
+                rooms=[rows.rooms[i] for i in last],
+                entities=[rows.entities[i] for i in last],
+                kinds=[rows.kinds[i] for i in last],
+                created_us=[rows.created_us[i] for i in last],
+                vectors=vectors[last],
+            )
+            vectors, n = rows.vectors, len(last)
         targets = np.empty(n, dtype=np.int64)
         fresh = 0
         for i, memory_id in enumerate(rows.ids):
@@ -175,9 +189,10 @@ class VectorSet:
             if row >= self._size:
                 new_ids[row - self._size] = memory_id
         self._ids.extend(new_ids)
-        revived = int(np.count_nonzero(~self._live[np.unique(targets)]))
+        was_live = self._live[targets]
+        self._tally(targets[was_live], -1)  # replaced rows: their old fields no longer count
         self._size += fresh
-        self._live_count += revived
+        self._live_count += int(np.count_nonzero(~was_live))
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         np.divide(vectors, norms, out=vectors, where=norms > 0)
         self._vectors[targets] = vectors
@@ -186,7 +201,50 @@ class VectorSet:
         self._entity[targets] = [self._entities.encode(e) for e in rows.entities]
         self._kind[targets] = [self._kinds.encode(k) for k in rows.kinds]
         self._created[targets] = rows.created_us
+        self._tally(targets, +1)
         return targets
+
+    def _tally(self, rows: np.ndarray, sign: int) -> None:
+        """Keep the per-room, per-entity and per-kind counts of live rows (for selectivity)."""
+        for codes, counts_name, field_codes in (
+            (self._room, "_room_counts", self._rooms),
+            (self._entity, "_entity_counts", self._entities),
+            (self._kind, "_kind_counts", self._kinds),
+        ):
+            counts = getattr(self, counts_name)
+            if counts.shape[0] < len(field_codes.codes):
+                grown = np.zeros(max(len(field_codes.codes), 2 * counts.shape[0]), dtype=np.int64)
+                grown[: counts.shape[0]] = counts
+                counts = grown
+                setattr(self, counts_name, counts)
+            if rows.size:
+                np.add.at(counts, codes[rows], sign)
+
+    def estimate(self, flt: VectorFilter) -> int:
+        """About how many live rows the filter matches, without looking at every row: exact for
+        one room, entity or kinds filter; combined filters are taken as independent."""
+        live = self._live_count
+        if not flt.narrows or live == 0:
+            return live
+        share = 1.0
+        if flt.room_id is not None:
+            code = self._rooms.get(flt.room_id)
+            share *= self._room_counts[code] / live if code >= 0 else 0.0
+        if flt.entity_id is not None:
+            code = self._entities.get(flt.entity_id)
+            share *= self._entity_counts[code] / live if code >= 0 else 0.0
+        if flt.kinds is not None:
+            codes = [c for c in (self._kinds.get(k) for k in flt.kinds) if c >= 0]
+            share *= int(self._kind_counts[codes].sum()) / live if codes else 0.0
+        if flt.since_us is not None or flt.before_us is not None:
+            created = self._created[: self._size]
+            window = self._live[: self._size].copy()
+            if flt.since_us is not None:
+                window &= created >= flt.since_us
+            if flt.before_us is not None:
+                window &= created < flt.before_us
+            share *= int(np.count_nonzero(window)) / live
+        return max(0, round(live * share) - len(flt.exclude_ids) if share else 0)
 
     def remove(self, ids: Iterable[str]) -> np.ndarray:
         """Forget memories by id (unknown ids are ignored); returns the rows freed."""
@@ -205,6 +263,8 @@ class VectorSet:
 
     def _kill(self, rows: np.ndarray) -> np.ndarray:
         if rows.size:
+            rows = np.unique(rows)
+            self._tally(rows[self._live[rows]], -1)
             self._live_count -= int(np.count_nonzero(self._live[rows]))
             self._live[rows] = False
             self._vectors[rows] = 0.0
