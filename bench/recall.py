@@ -42,8 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _recall_corpus as corpus
 
-from carrier.memory.index import VectorFilter, VectorIndex, VectorRows
-from carrier.memory.index.ann import build_threads
+from carrier.memory.index import VectorFilter, VectorIndex, VectorRows, manager
 
 MODEL = "all-MiniLM-L6-v2"
 MODEL_ID = f"{MODEL}:384"
@@ -174,7 +173,8 @@ async def bench_index(
         )
         if ann is not None:
             print(
-                f"ANN build ({type(ann).__name__}, {build_threads()} thread(s)): {build_s:.1f} s, "
+                f"ANN build ({type(ann).__name__}, {manager.build_threads()} thread(s)): "
+                f"{build_s:.1f} s, "
                 f"{ann.memory_bytes / 2**20:.0f} MB (RSS +{rss2 - rss1:.0f} MB)"
             )
         else:
@@ -236,7 +236,7 @@ async def bench_index(
 def bench_libs(vectors: np.ndarray, queries: np.ndarray, libs: list[str]) -> None:
     n, dim = vectors.shape
     truth = [set(np.argpartition(-(vectors @ q), K)[:K].tolist()) for q in queries]
-    threads = build_threads()
+    threads = manager.build_threads()
     print(f"  raw libraries (build threads {threads}, search 1 thread, M=16, ef_construction=128):")
     for lib in libs:
         t = time.perf_counter()
@@ -370,9 +370,7 @@ async def main() -> None:
     parser.add_argument("--build-threads", type=int, help="ANN build threads (default: cores - 1)")
     args = parser.parse_args()
     if args.build_threads:
-        from carrier.memory.index import ann, manager
-
-        ann.build_threads = manager.build_threads = lambda: args.build_threads
+        manager.build_threads = lambda: args.build_threads
     sizes = [int(s) for s in args.sizes.split(",")]
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()}")
     for n in sizes:
