@@ -207,6 +207,21 @@ async def test_embedder_small_requests_go_before_bulk_ones() -> None:
     assert embedder.batches[0][0] == "hello there"
 
 
+async def test_embedder_bulk_batches_group_texts_of_similar_length() -> None:
+    # A batch is padded to its longest text: bulk texts are batched with others of their length.
+    embedder = CountingEmbedder(max_batch=4)
+    texts = [("w " * (1 + 20 * (i % 2))).strip() + f" {i}" for i in range(16)]  # short, long, ...
+    vectors = await embedder.embed(texts)
+
+    assert sorted(t for b in embedder.batches for t in b) == sorted(texts)  # each once
+    assert all(len(b) == 4 for b in embedder.batches)
+    for batch in embedder.batches:  # all short or all long, never mixed
+        assert len({len(t) > 20 for t in batch}) == 1
+    assert embedder.batches[0][0] == texts[0]  # the oldest waiting text always goes first
+    alone = await HashEmbedder().embed(texts)
+    assert np.array_equal(vectors, alone)  # results in the caller's order
+
+
 async def test_embedder_errors_reach_every_caller_of_the_batch_and_later_calls_work() -> None:
     class Failing(CountingEmbedder):
         fail = True
