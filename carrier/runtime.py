@@ -8,6 +8,7 @@ result = await runtime.handle(message)
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 from collections.abc import Sequence
@@ -141,6 +142,7 @@ class AgentRuntime:
         ]
         self.closer = EvaluatorStage()
         self._rooms: dict[str, _RoomSlot] = {}
+        self._search_ready: asyncio.Task[None] | None = None
 
     @property
     def names(self) -> list[str]:
@@ -164,6 +166,12 @@ class AgentRuntime:
             record = AgentRecord(id=self.agent_id, name=self.character.name, character=data)
         record.character, record.status, record.updated_at = data, "running", utcnow()
         await self.store.upsert_agent(record)
+        # Load the agent's vectors (and its ANN index) in the background: the first recall then
+        # finds them in memory instead of scanning the database, and start-up does not wait.
+        if self._search_ready is None or self._search_ready.done():
+            self._search_ready = asyncio.get_running_loop().create_task(
+                self._prepare_search(), name=f"carrier-prepare-search-{self.agent_id}"
+            )
         # The character's knowledge is chunked and embedded once; changed files are re-ingested,
         # removed ones forgotten. A bad path is reported and the agent keeps what it knew.
         from carrier.knowledge import sync_character_knowledge
@@ -173,7 +181,32 @@ class AgentRuntime:
         )
         return await self.recover()
 
+    async def search_ready(self) -> None:
+        """Return once the vector search :meth:`start` prepares is ready (at once if not
+        started). Searches before that are answered too, only more slowly."""
+        if self._search_ready is not None:
+            await asyncio.shield(self._search_ready)
+
+    async def _prepare_search(self) -> None:
+        try:
+            await self.store.prepare_search(
+                agent_id=self.agent_id,
+                embedding_model=self.embedder.model_id,
+                dim=self.embedder.dim,
+            )
+        except Exception:  # searches still work, through the store's slower path
+            log.warning(
+                "agent %s: preparing vector search failed; recall reads the database instead",
+                self.agent_id,
+                exc_info=True,
+            )
+
     async def stop(self) -> None:
+        if self._search_ready is not None:
+            self._search_ready.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._search_ready
+            self._search_ready = None
         record = await self.store.get_agent(self.agent_id)
         if record is not None:
             record.status, record.updated_at = "stopped", utcnow()

@@ -1,0 +1,89 @@
+"""Agent start prepares vector search in the background: the first recall after a restart finds the
+agent's vectors in memory instead of scanning the database."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+
+import pytest
+
+from carrier.character import Character
+from carrier.llm.fake import FunctionModel
+from carrier.memory.base import Store
+from carrier.memory.fake import HashEmbedder
+from carrier.memory.sqlite import SQLiteStore
+from carrier.runtime import AgentRuntime
+from tests.pipeline.conftest import dm, xml
+
+
+def _runtime(character: Character, store: Store) -> AgentRuntime:
+    return AgentRuntime(
+        character=character,
+        store=store,
+        embedder=HashEmbedder(),
+        model=FunctionModel(lambda r: xml("Noted.")),
+        seed=7,
+    )
+
+
+async def test_runtime_start_loads_the_agents_vectors_after_a_restart(
+    tmp_path: Path, character: Character
+) -> None:
+    path = tmp_path / "carrier.db"
+    async with SQLiteStore(path=path) as store:
+        first = _runtime(character, store)
+        await first.start()
+        for i in range(3):
+            await first.handle(dm(f"message number {i} about ships", msg_id=f"m{i}"))
+        await first.stop()
+
+    async with SQLiteStore(path=path) as store:
+        runtime = _runtime(character, store)
+        model, dim = runtime.embedder.model_id, runtime.embedder.dim
+        assert store.vectors is not None
+        assert not store.vectors.loaded(runtime.agent_id, model, dim)
+        await runtime.start()
+        await runtime.search_ready()
+        assert store.vectors.loaded(runtime.agent_id, model, dim)
+        stats = {s["agent_id"]: s for s in store.vectors.stats()}
+        assert stats[runtime.agent_id]["rows"] == 6  # three messages, three replies
+        await runtime.stop()
+
+
+class _FailingStore(SQLiteStore):
+    async def prepare_search(self, *, agent_id: str, embedding_model: str, dim: int) -> None:
+        raise RuntimeError("index files unreadable")
+
+
+async def test_runtime_start_survives_a_failed_search_preparation(
+    tmp_path: Path, character: Character, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with _FailingStore(path=tmp_path / "carrier.db") as store:
+        runtime = _runtime(character, store)
+        with caplog.at_level(logging.WARNING, logger="carrier.runtime"):
+            await runtime.start()
+            await runtime.search_ready()
+        assert "preparing vector search failed" in caplog.text
+        result = await runtime.handle(dm("still answering?", msg_id="m1"))
+        assert [m.content.text for m in result.replies] == ["Noted."]
+        await runtime.stop()
+
+
+async def test_runtime_stop_cancels_a_preparation_still_running(
+    tmp_path: Path, character: Character
+) -> None:
+    gate = asyncio.Event()
+
+    class SlowStore(SQLiteStore):
+        async def prepare_search(self, *, agent_id: str, embedding_model: str, dim: int) -> None:
+            await gate.wait()
+
+    async with SlowStore(path=tmp_path / "carrier.db") as store:
+        runtime = _runtime(character, store)
+        await runtime.start()
+        task = runtime._search_ready
+        assert task is not None and not task.done()
+        await runtime.stop()
+        assert task.cancelled()
