@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
+from carrier._cli import run_or_exit
 from carrier.lookup import AgentRef, resolve_agent
 
 if TYPE_CHECKING:
@@ -111,7 +112,6 @@ class _Session:
 
 def _run(ctx: typer.Context, action: Callable[[_Session], Awaitable[T]]) -> T:
     """Open a session, run ``action``, close it; user mistakes exit 1, runtime failures 2."""
-    from carrier.errors import CarrierError, UserError
 
     deps = ctx.obj if isinstance(ctx.obj, KnowledgeCliDeps) else KnowledgeCliDeps()
 
@@ -119,14 +119,7 @@ def _run(ctx: typer.Context, action: Callable[[_Session], Awaitable[T]]) -> T:
         async with _Session(deps) as session:
             return await action(session)
 
-    try:
-        return asyncio.run(main())
-    except UserError as exc:
-        typer.echo(str(exc), err=True)
-        raise typer.Exit(1) from None
-    except CarrierError as exc:
-        typer.echo(str(exc), err=True)
-        raise typer.Exit(2) from None
+    return run_or_exit(main())
 
 
 async def _agent(store: Store, given: str) -> _Agent:

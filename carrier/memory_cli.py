@@ -8,7 +8,6 @@ happen only in the commands that embed (search, import), so ``carrier --help`` s
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
 from collections.abc import Awaitable, Callable
@@ -16,6 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, TextIO, TypeVar
 
 import typer
+
+from carrier._cli import run_or_exit
 
 if TYPE_CHECKING:
     from carrier.memory.base import Store
@@ -44,16 +45,9 @@ AgentOption = Annotated[
 ]
 
 
-class _Exit(Exception):
-    def __init__(self, message: str, code: int = 1) -> None:
-        super().__init__(message)
-        self.code = code
-
-
 def _with_store(action: Callable[[Store], Awaitable[T]]) -> T:
     """Open the configured store, run ``action``, close it; errors exit non-zero with a message."""
     from carrier.assemble import open_store
-    from carrier.errors import CarrierError, UserError
     from carrier.settings import load_settings
 
     async def main() -> T:
@@ -63,17 +57,7 @@ def _with_store(action: Callable[[Store], Awaitable[T]]) -> T:
         finally:
             await store.close()
 
-    try:
-        return asyncio.run(main())
-    except _Exit as exc:
-        typer.echo(str(exc), err=True)
-        raise typer.Exit(exc.code) from None
-    except UserError as exc:
-        typer.echo(str(exc), err=True)
-        raise typer.Exit(1) from None
-    except CarrierError as exc:
-        typer.echo(str(exc), err=True)
-        raise typer.Exit(2) from None
+    return run_or_exit(main())
 
 
 def _with_agent(agent: str, action: Callable[[Store, str], Awaitable[T]]) -> T:

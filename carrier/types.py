@@ -8,7 +8,7 @@ stable room and entity ids derived from the platform ids.
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -30,8 +30,10 @@ __all__ = [
     "RoomState",
     "ScoredMemory",
     "Usage",
+    "from_us",
     "new_id",
     "stable_id",
+    "to_us",
     "utcnow",
 ]
 
@@ -55,6 +57,23 @@ def new_id() -> str:
 def utcnow() -> datetime:
     """The current time, timezone-aware in UTC."""
     return datetime.now(UTC)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def to_us(value: datetime) -> int:
+    """Integer microseconds since the epoch, how every store keeps times (exact, sortable); a
+    naive datetime is taken as UTC."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return (value - _EPOCH) // _MICROSECOND
+
+
+def from_us(value: int) -> datetime:
+    """The UTC datetime of :func:`to_us` microseconds."""
+    return _EPOCH + timedelta(microseconds=int(value))
 
 
 class MemoryKind(StrEnum):

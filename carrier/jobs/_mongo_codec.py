@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from bson import ObjectId
 
 from carrier.jobs.model import ACTIVE_STATES, HISTORY_LIMIT, Job, JobEvent, JobState
 from carrier.jobs.schedule import Schedule
+from carrier.types import from_us, to_us
 
 __all__ = [
     "CLAIM_ORDER",
@@ -60,21 +61,6 @@ HELD = sorted(str(state) for state in ACTIVE_STATES)
 CLAIM_ORDER = [("run_us", 1), ("created_us", 1), ("seq", 1)]
 """Due first, then oldest: the order SQLite claims in."""
 NEWEST_FIRST = [("created_us", -1), ("seq", -1)]
-
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MICROSECOND = timedelta(microseconds=1)
-
-
-def to_us(value: datetime) -> int:
-    """Integer microseconds since the epoch; a naive datetime is taken as UTC."""
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    return (value - _EPOCH) // _MICROSECOND
-
-
-def from_us(value: int) -> datetime:
-    return _EPOCH + timedelta(microseconds=int(value))
 
 
 def _stamp(name: str, value: datetime | None) -> Document:

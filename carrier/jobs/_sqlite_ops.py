@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from carrier.jobs import transitions as t
@@ -16,6 +16,7 @@ from carrier.jobs._sqlite import immediate
 from carrier.jobs.errors import JobNotFound
 from carrier.jobs.model import Job, JobState
 from carrier.jobs.schedule import Schedule
+from carrier.types import to_us
 
 __all__ = [
     "HELD",
@@ -64,7 +65,6 @@ JOBS_MIGRATIONS: tuple[tuple[str, ...], ...] = (
 
 JOBS_SCHEMA_VERSION = len(JOBS_MIGRATIONS)
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _COLUMNS = (
     "id, kind, agent_id, state, run_at, lease_owner, lease_expires_at, idempotency_key, "
     "created_at, updated_at, data"
@@ -80,11 +80,7 @@ HELD = f"('{JobState.CLAIMED}', '{JobState.RUNNING}')"
 
 
 def us(value: datetime | None) -> int | None:
-    if value is None:
-        return None
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    return (value - _EPOCH) // timedelta(microseconds=1)
+    return None if value is None else to_us(value)
 
 
 def _row(job: Job) -> tuple[Any, ...]:

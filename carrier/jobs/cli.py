@@ -7,13 +7,14 @@ stays fast.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
+
+from carrier._cli import run_or_exit
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -36,7 +37,6 @@ jobs_app = typer.Typer(
 
 def _with_store(action: Callable[[JobStore], Awaitable[T]]) -> T:
     """Open the job store in the data dir, run ``action``, close it; errors exit non-zero."""
-    from carrier.errors import CarrierError, UserError
     from carrier.jobs.service import JobService
     from carrier.settings import load_settings
 
@@ -48,14 +48,7 @@ def _with_store(action: Callable[[JobStore], Awaitable[T]]) -> T:
         async with store:
             return await action(store)
 
-    try:
-        return asyncio.run(main())
-    except UserError as exc:
-        typer.echo(str(exc), err=True)
-        raise typer.Exit(1) from None
-    except CarrierError as exc:
-        typer.echo(str(exc), err=True)
-        raise typer.Exit(2) from None
+    return run_or_exit(main())
 
 
 def _when(value: datetime | None) -> str:

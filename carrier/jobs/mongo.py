@@ -32,10 +32,10 @@ from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
+from carrier._mongo import DEFAULT_DATABASE, connection, translated
 from carrier.errors import StoreError
 from carrier.jobs import _mongo_claim as claiming
 from carrier.jobs import _mongo_codec as codec
-from carrier.jobs._mongo_client import DEFAULT_DATABASE, connection, translated
 from carrier.jobs._mongo_schema import JOBS_SCHEMA_VERSION, migrate, stored_version
 from carrier.jobs.base import JobStore
 from carrier.jobs.clock import Clock, system_clock
@@ -128,7 +128,7 @@ class MongoJobStore(JobStore):
     # -- plumbing --------------------------------------------------------------------------
     def _errors(self, what: str) -> AbstractContextManager[None]:
         """Driver errors as ``StoreError``s naming ``what`` failed, with no password in them."""
-        return translated(self._where, what, self._secret)
+        return translated(self._where, what, self._secret, store="MongoDB job store")
 
     def _database(self) -> AsyncDatabase[Document]:
         if self._db is None:

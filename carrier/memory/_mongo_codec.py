@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -30,6 +30,8 @@ from carrier.types import (
     MemoryKind,
     MemoryStatus,
     Room,
+    from_us,
+    to_us,
 )
 
 __all__ = [
@@ -52,25 +54,12 @@ __all__ = [
     "vector_value",
 ]
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MICROSECOND = timedelta(microseconds=1)
 _VECTOR_SUBTYPE = 9
 _FLOAT32_HEADER = b"\x27\x00"
 """BSON vector header: dtype float32 (0x27), no padding."""
 
 ENTITY_REVISION = "_rev"
 """Revision counter of an entity document, for optimistic name merging."""
-
-
-def to_us(value: datetime) -> int:
-    """Integer microseconds since the epoch; a naive datetime is taken as UTC."""
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    return (value - _EPOCH) // _MICROSECOND
-
-
-def from_us(value: int) -> datetime:
-    return _EPOCH + timedelta(microseconds=int(value))
 
 
 def stamp(name: str, value: datetime) -> dict[str, Any]:

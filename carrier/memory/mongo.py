@@ -30,27 +30,26 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractContextManager, suppress
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 import numpy as np
 from bson import ObjectId
 from pymongo import AsyncMongoClient
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
-from pymongo.errors import DuplicateKeyError, PyMongoError
+from pymongo.errors import DuplicateKeyError
 
-from carrier.errors import ConfigError, StoreError
+from carrier._mongo import DEFAULT_DATABASE, connection, translated
+from carrier.errors import StoreError
 from carrier.memory import _mongo_codec as codec
 from carrier.memory import _mongo_search as search
-from carrier.memory._mongo_errors import password, redact, scrub, translated
 from carrier.memory._mongo_schema import (
     SCHEMA_VERSION,
     detect_text_search,
     detect_vector_search,
     migrate,
 )
+from carrier.memory._ranked import MemoryQuery, RankedSearch
 from carrier.memory.base import Store
-from carrier.memory.hybrid import candidate_count, reciprocal_rank_fusion
 from carrier.memory.index import VectorFilter, VectorIndex, VectorRows
 from carrier.types import (
     AgentRecord,
@@ -68,12 +67,6 @@ __all__ = ["DEFAULT_DATABASE", "SCHEMA_VERSION", "MongoStore"]
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_DATABASE = "carrier"
-"""The database used when the URI names none."""
-
-SERVER_SELECTION_TIMEOUT_MS = 10_000
-"""How long :meth:`MongoStore.from_url` waits for a server unless the URI says otherwise."""
-
 _MERGE_ATTEMPTS = 20
 _POLL_INTERVAL_S = 1.0
 """How often the in-process vector index looks for memories other processes inserted."""
@@ -84,7 +77,7 @@ _VECTOR_INDEX_RECHECK_S = 10.0
 Document = dict[str, Any]
 
 
-class MongoStore(Store):
+class MongoStore(RankedSearch, Store):
     """The Store in one MongoDB database.
 
     Takes an ``AsyncMongoClient`` that the caller owns (and closes), or builds its own with
@@ -121,32 +114,11 @@ class MongoStore(Store):
 
         Nothing is connected until :meth:`open`.
         """
-        if not url.startswith(("mongodb://", "mongodb+srv://")):
-            scheme = url.partition("://")[0] if "://" in url else "no scheme"
-            raise ConfigError(
-                f"not a MongoDB URI ({scheme}); set CARRIER_MONGODB_URI to "
-                "mongodb://host:27017/carrier (or mongodb+srv://user:password@host/carrier)"
-            )
-        options: dict[str, Any] = {"appname": "carrier"}
-        if "serverselectiontimeoutms" not in urlsplit(url).query.lower():
-            options["serverSelectionTimeoutMS"] = SERVER_SELECTION_TIMEOUT_MS
-
-        def make_client() -> AsyncMongoClient[Document]:
-            return AsyncMongoClient(url, **options)
-
-        try:
-            client = make_client()  # validates the URI; no I/O until first use
-        except (PyMongoError, ValueError, TypeError) as exc:
-            message = scrub(str(exc), password(url))
-            raise ConfigError(
-                f"invalid MongoDB URI {redact(url)!r}: {message}; fix CARRIER_MONGODB_URI"
-            ) from None
-        parts = urlsplit(url)
-        database = unquote(parts.path.strip("/")) or DEFAULT_DATABASE
-        store = cls(client=client, database=database)
-        store._where = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}/{database}"
-        store._make_client = make_client
-        store._secret = password(url)
+        conn = connection(url, appname="carrier")
+        store = cls(client=conn.client(), database=conn.database)
+        store._where = conn.where
+        store._make_client = conn.client
+        store._secret = conn.secret
         return store
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -422,95 +394,34 @@ class MongoStore(Store):
         with self._errors("counting memories"):
             return await col.count_documents(query)
 
-    async def search_memories(
-        self,
-        *,
-        agent_id: str,
-        embedding: Sequence[float],
-        embedding_model: str,
-        k: int = 10,
-        room_id: str | None = None,
-        entity_id: str | None = None,
-        kinds: Sequence[MemoryKind] | None = None,
-        exclude_ids: Sequence[str] = (),
-        min_score: float = -1.0,
-        since: datetime | None = None,
-        before: datetime | None = None,
-    ) -> list[ScoredMemory]:
-        hits = await self._vector_hits(
-            agent_id=agent_id,
-            embedding=embedding,
-            embedding_model=embedding_model,
-            k=k,
-            room_id=room_id,
-            entity_id=entity_id,
-            kinds=kinds,
-            exclude_ids=exclude_ids,
-            since=since,
-            before=before,
-        )
-        return await self._scored([(i, s) for i, s in hits if s >= min_score])
-
     async def _vector_hits(
-        self,
-        *,
-        agent_id: str,
-        embedding: Sequence[float],
-        embedding_model: str,
-        k: int,
-        room_id: str | None,
-        entity_id: str | None,
-        kinds: Sequence[MemoryKind] | None,
-        exclude_ids: Sequence[str],
-        since: datetime | None,
-        before: datetime | None,
+        self, query: MemoryQuery, embedding: Sequence[float], embedding_model: str, k: int
     ) -> list[tuple[str, float]]:
-        query = codec.memory_filter(agent_id, room_id, entity_id, kinds)
+        """By ``$vectorSearch`` where the server has it, else from the vector index when it is
+        loaded, else from the vectors in the database."""
         dim = len(embedding)
-        if query is None or k <= 0 or dim == 0:
-            return []
-        window: dict[str, int] = {}
-        if since is not None:
-            window["$gte"] = codec.to_us(since)
-        if before is not None:
-            window["$lt"] = codec.to_us(before)
-        if window:
-            query["created_us"] = window
+        where = _search_filter(query)
         memories = self._col("memories")
         with self._errors("searching memories"):
             if self.supports_vector_search and await self._vector_index_queryable(dim):
-                filters = query | {"embedding_model": embedding_model}
-                if exclude_ids:
-                    filters["_id"] = {"$nin": list(exclude_ids)}
+                filters = where | {"embedding_model": embedding_model}
                 pipeline = search.vector_search_pipeline(filters=filters, embedding=embedding, k=k)
                 docs = await (await memories.aggregate(pipeline)).to_list()
                 return [(doc["_id"], float(doc["score"])) for doc in docs]
             if self.vectors is not None:
-                await self._poll_inserts(agent_id)
+                await self._poll_inserts(query.agent_id)
                 found = await self.vectors.search(
-                    agent_id=agent_id,
+                    agent_id=query.agent_id,
                     model=embedding_model,
                     query=np.asarray(embedding, dtype=np.float32),
                     k=k,
-                    flt=VectorFilter(
-                        room_id=room_id,
-                        entity_id=entity_id,
-                        kinds=frozenset(map(str, kinds)) if kinds is not None else None,
-                        since_us=window.get("$gte"),
-                        before_us=window.get("$lt"),
-                        exclude_ids=frozenset(exclude_ids),
-                    ),
+                    flt=query.vector_filter(),
                 )
                 if found is not None:
                     return found
             try:
                 return await search.exact_search(
-                    memories,
-                    query,
-                    embedding=embedding,
-                    embedding_model=embedding_model,
-                    k=k,
-                    exclude_ids=exclude_ids,
+                    memories, where, embedding=embedding, embedding_model=embedding_model, k=k
                 )
             except ValueError as exc:
                 raise StoreError(
@@ -519,7 +430,6 @@ class MongoStore(Store):
                 ) from exc
 
     async def _scored(self, hits: Sequence[tuple[str, float]]) -> list[ScoredMemory]:
-        """The memories of ``hits`` (ids and scores) in that order; deleted ones left out."""
         if not hits:
             return []
         docs = await self._find(
@@ -532,56 +442,16 @@ class MongoStore(Store):
             if memory_id in by_id
         ]
 
-    async def search_hybrid(
-        self,
-        *,
-        agent_id: str,
-        text: str,
-        embedding: Sequence[float],
-        embedding_model: str,
-        k: int = 10,
-        room_id: str | None = None,
-        entity_id: str | None = None,
-        kinds: Sequence[MemoryKind] | None = None,
-        exclude_ids: Sequence[str] = (),
-        since: datetime | None = None,
-        before: datetime | None = None,
-    ) -> list[ScoredMemory]:
-        query = codec.memory_filter(agent_id, room_id, entity_id, kinds)
-        if query is None or k <= 0:
-            return []
-        n = candidate_count(k)
-        by_vector = await self._vector_hits(
-            agent_id=agent_id,
-            embedding=embedding,
-            embedding_model=embedding_model,
-            k=n,
-            room_id=room_id,
-            entity_id=entity_id,
-            kinds=kinds,
-            exclude_ids=exclude_ids,
-            since=since,
-            before=before,
-        )
-        window: dict[str, int] = {}
-        if since is not None:
-            window["$gte"] = codec.to_us(since)
-        if before is not None:
-            window["$lt"] = codec.to_us(before)
-        if window:
-            query["created_us"] = window
-        if exclude_ids:
-            query["_id"] = {"$nin": list(exclude_ids)}
+    async def _text_hits(self, query: MemoryQuery, text: str, limit: int) -> list[str]:
+        """By the text index's score where there is one, else by counting matched words."""
         with self._errors("searching memories by text"):
-            by_text = await search.text_hits(
+            return await search.text_hits(
                 self._col("memories"),
-                query,
+                _search_filter(query),
                 text,
-                limit=n,
+                limit=limit,
                 text_index=bool(self.supports_text_search),
             )
-        fused = reciprocal_rank_fusion([[i for i, _ in by_vector], by_text], limit=k)
-        return await self._scored(fused)
 
     # -- the vector index --------------------------------------------------------------------
     async def prepare_search(self, *, agent_id: str, embedding_model: str, dim: int) -> None:
@@ -729,3 +599,20 @@ class MongoStore(Store):
         with self._errors(f"saving setting {key!r}"):
             # $set, not a replacement: some compatible servers lose a string _id on replace+upsert.
             await col.update_one({"_id": key}, {"$set": {"value": stored}}, upsert=True)
+
+
+def _search_filter(query: MemoryQuery) -> dict[str, Any]:
+    """The MongoDB filter of a search (``query`` matches something)."""
+    where = codec.memory_filter(query.agent_id, query.room_id, query.entity_id, query.kinds)
+    if where is None:  # an empty kinds
+        return {"_id": {"$in": []}}
+    window: dict[str, int] = {}
+    if query.since is not None:
+        window["$gte"] = codec.to_us(query.since)
+    if query.before is not None:
+        window["$lt"] = codec.to_us(query.before)
+    if window:
+        where["created_us"] = window
+    if query.exclude_ids:
+        where["_id"] = {"$nin": list(query.exclude_ids)}
+    return where

@@ -26,7 +26,7 @@ import sqlite3
 from collections import defaultdict
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -35,9 +35,10 @@ import aiosqlite
 import numpy as np
 
 from carrier.errors import ConfigError, StoreError
+from carrier.memory._ranked import MemoryQuery, RankedSearch
 from carrier.memory.base import Store
-from carrier.memory.hybrid import candidate_count, fts5_query, reciprocal_rank_fusion
-from carrier.memory.index import VectorFilter, VectorIndex, VectorRows
+from carrier.memory.hybrid import fts5_query
+from carrier.memory.index import VectorIndex, VectorRows
 from carrier.memory.vector import cosine_top_k, from_blob, from_blobs, to_blob
 from carrier.types import (
     AgentRecord,
@@ -49,6 +50,8 @@ from carrier.types import (
     Room,
     RoomState,
     ScoredMemory,
+    from_us,
+    to_us,
     utcnow,
 )
 
@@ -203,21 +206,7 @@ _KEEP_CHANGES = 100_000
 _PRUNE_EVERY = 10_000
 """The change log keeps the last ``_KEEP_CHANGES`` entries (a process further behind reloads),
 pruned about every ``_PRUNE_EVERY`` changes."""
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MICROSECOND = timedelta(microseconds=1)
 _MEMORY_COLUMNS = _MEMORY_COLUMNS_V1
-
-
-def _to_us(value: datetime) -> int:
-    """Integer microseconds since the epoch; a naive datetime is taken as UTC."""
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    return (value - _EPOCH) // _MICROSECOND
-
-
-def _from_us(value: int) -> datetime:
-    return _EPOCH + timedelta(microseconds=value)
 
 
 def _memory_from_row(row: sqlite3.Row) -> Memory:
@@ -233,8 +222,8 @@ def _memory_from_row(row: sqlite3.Row) -> Memory:
         embedding=from_blob(blob).tolist() if blob is not None else None,
         embedding_model=row["embedding_model"],
         error=row["error"],
-        created_at=_from_us(row["created_at"]),
-        updated_at=_from_us(row["updated_at"]),
+        created_at=from_us(row["created_at"]),
+        updated_at=from_us(row["updated_at"]),
     )
 
 
@@ -271,10 +260,10 @@ def _memory_filters(
     params: list[Any] = [agent_id]
     if since is not None:
         where.append(f"{table}created_at >= ?")
-        params.append(_to_us(since))
+        params.append(to_us(since))
     if before is not None:
         where.append(f"{table}created_at < ?")
-        params.append(_to_us(before))
+        params.append(to_us(before))
     if room_id is not None:
         where.append(f"{table}room_id = ?")
         params.append(room_id)
@@ -288,7 +277,24 @@ def _memory_filters(
     return where, params
 
 
-class SQLiteStore(Store):
+def _query_filters(query: MemoryQuery, *, table: str = "") -> tuple[list[str], list[Any]]:
+    """:func:`_memory_filters` of a search, with its excluded ids."""
+    where, params = _memory_filters(
+        query.agent_id,
+        query.room_id,
+        query.entity_id,
+        query.kinds,
+        since=query.since,
+        before=query.before,
+        table=table,
+    )
+    if query.exclude_ids:
+        where.append(f"{table}id NOT IN (SELECT value FROM json_each(?))")
+        params.append(json.dumps(list(query.exclude_ids)))
+    return where, params
+
+
+class SQLiteStore(RankedSearch, Store):
     """The Store in one SQLite file (WAL mode), or in memory with ``path=":memory:"``.
 
     Usage::
@@ -491,8 +497,8 @@ class SQLiteStore(Store):
                 agent.name,
                 json.dumps(data["character"]),
                 agent.status,
-                _to_us(agent.created_at),
-                _to_us(agent.updated_at),
+                to_us(agent.created_at),
+                to_us(agent.updated_at),
             ),
         )
 
@@ -513,8 +519,8 @@ class SQLiteStore(Store):
             name=row["name"],
             character=json.loads(row["character"]),
             status=row["status"],
-            created_at=_from_us(row["created_at"]),
-            updated_at=_from_us(row["updated_at"]),
+            created_at=from_us(row["created_at"]),
+            updated_at=from_us(row["updated_at"]),
         )
 
     async def delete_agent(self, agent_id: str) -> bool:
@@ -627,8 +633,8 @@ class SQLiteStore(Store):
             _blob(memory.embedding),
             memory.embedding_model,
             memory.error,
-            _to_us(memory.created_at),
-            _to_us(memory.updated_at),
+            to_us(memory.created_at),
+            to_us(memory.updated_at),
         )
         db = self._conn()
         async with self._lock:
@@ -662,7 +668,7 @@ class SQLiteStore(Store):
                 memory.embedding_model,
                 str(memory.status),
                 memory.error,
-                _to_us(utcnow()),
+                to_us(utcnow()),
                 memory.id,
             ),
         )
@@ -673,7 +679,7 @@ class SQLiteStore(Store):
         await self._write(
             f"setting the status of memory {memory_id}",
             "UPDATE memories SET status = ?, error = ?, updated_at = ? WHERE id = ?",
-            (str(status), error, _to_us(utcnow()), memory_id),
+            (str(status), error, to_us(utcnow()), memory_id),
         )
 
     async def get_memories(
@@ -690,7 +696,7 @@ class SQLiteStore(Store):
         where, params = _memory_filters(agent_id, room_id, entity_id, kinds, statuses)
         if before is not None:
             where.append("created_at < ?")
-            params.append(_to_us(before))
+            params.append(to_us(before))
         rows = await self._fetch(
             "reading memories",
             f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE {' AND '.join(where)} "
@@ -714,82 +720,27 @@ class SQLiteStore(Store):
         )
         return int(rows[0][0])
 
-    async def search_memories(
-        self,
-        *,
-        agent_id: str,
-        embedding: Sequence[float],
-        embedding_model: str,
-        k: int = 10,
-        room_id: str | None = None,
-        entity_id: str | None = None,
-        kinds: Sequence[MemoryKind] | None = None,
-        exclude_ids: Sequence[str] = (),
-        min_score: float = -1.0,
-        since: datetime | None = None,
-        before: datetime | None = None,
-    ) -> list[ScoredMemory]:
-        hits = await self._vector_hits(
-            agent_id=agent_id,
-            embedding=embedding,
-            embedding_model=embedding_model,
-            k=k,
-            room_id=room_id,
-            entity_id=entity_id,
-            kinds=kinds,
-            exclude_ids=exclude_ids,
-            since=since,
-            before=before,
-        )
-        return await self._scored([(i, s) for i, s in hits if s >= min_score])
-
     async def _vector_hits(
-        self,
-        *,
-        agent_id: str,
-        embedding: Sequence[float],
-        embedding_model: str,
-        k: int,
-        room_id: str | None,
-        entity_id: str | None,
-        kinds: Sequence[MemoryKind] | None,
-        exclude_ids: Sequence[str],
-        since: datetime | None,
-        before: datetime | None,
+        self, query: MemoryQuery, embedding: Sequence[float], embedding_model: str, k: int
     ) -> list[tuple[str, float]]:
-        """Ids and cosine scores of the top k, from the vector index when it is loaded."""
-        dim = len(embedding)
-        if k <= 0 or dim == 0 or (kinds is not None and not kinds):
-            return []
+        """From the vector index when it is loaded, else from the vectors in the database."""
         if self.vectors is not None:
             await self._sync_vectors()
-            flt = VectorFilter(
-                room_id=room_id,
-                entity_id=entity_id,
-                kinds=frozenset(str(kind) for kind in kinds) if kinds is not None else None,
-                since_us=_to_us(since) if since is not None else None,
-                before_us=_to_us(before) if before is not None else None,
-                exclude_ids=frozenset(exclude_ids),
-            )
             found = await self.vectors.search(
-                agent_id=agent_id,
+                agent_id=query.agent_id,
                 model=embedding_model,
                 query=np.asarray(embedding, dtype=np.float32),
                 k=k,
-                flt=flt,
+                flt=query.vector_filter(),
             )
             if found is not None:
                 return found
         # Not loaded yet (or no index): score the matching vectors read from the database.
-        where, params = _memory_filters(
-            agent_id, room_id, entity_id, kinds, since=since, before=before
-        )
+        dim = len(embedding)
+        where, params = _query_filters(query)
         # Same model, same dimension: vectors of different models never meet.
         where += ["embedding_model = ?", "length(embedding) = ?"]
         params += [embedding_model, dim * 4]
-        if exclude_ids:
-            where.append("id NOT IN (SELECT value FROM json_each(?))")
-            params.append(json.dumps(list(exclude_ids)))
         candidates = await self._fetch(
             "searching memories",
             f"SELECT id, embedding FROM memories WHERE {' AND '.join(where)}",
@@ -805,7 +756,6 @@ class SQLiteStore(Store):
         ]
 
     async def _scored(self, hits: Sequence[tuple[str, float]]) -> list[ScoredMemory]:
-        """The memories of ``hits`` (ids and scores) in that order; deleted ones left out."""
         if not hits:
             return []
         rows = await self._fetch(
@@ -820,75 +770,12 @@ class SQLiteStore(Store):
             if memory_id in by_id
         ]
 
-    async def search_hybrid(
-        self,
-        *,
-        agent_id: str,
-        text: str,
-        embedding: Sequence[float],
-        embedding_model: str,
-        k: int = 10,
-        room_id: str | None = None,
-        entity_id: str | None = None,
-        kinds: Sequence[MemoryKind] | None = None,
-        exclude_ids: Sequence[str] = (),
-        since: datetime | None = None,
-        before: datetime | None = None,
-    ) -> list[ScoredMemory]:
-        if k <= 0 or (kinds is not None and not kinds):
-            return []
-        n = candidate_count(k)
-        by_vector = await self._vector_hits(
-            agent_id=agent_id,
-            embedding=embedding,
-            embedding_model=embedding_model,
-            k=n,
-            room_id=room_id,
-            entity_id=entity_id,
-            kinds=kinds,
-            exclude_ids=exclude_ids,
-            since=since,
-            before=before,
-        )
-        by_text = await self._text_hits(
-            agent_id=agent_id,
-            text=text,
-            limit=n,
-            room_id=room_id,
-            entity_id=entity_id,
-            kinds=kinds,
-            exclude_ids=exclude_ids,
-            since=since,
-            before=before,
-        )
-        fused = reciprocal_rank_fusion(
-            [[memory_id for memory_id, _ in by_vector], by_text], limit=k
-        )
-        return await self._scored(fused)
-
-    async def _text_hits(
-        self,
-        *,
-        agent_id: str,
-        text: str,
-        limit: int,
-        room_id: str | None,
-        entity_id: str | None,
-        kinds: Sequence[MemoryKind] | None,
-        exclude_ids: Sequence[str],
-        since: datetime | None,
-        before: datetime | None,
-    ) -> list[str]:
-        """Ids of the memories best matching ``text`` by bm25, best first."""
+    async def _text_hits(self, query: MemoryQuery, text: str, limit: int) -> list[str]:
+        """By FTS5 bm25."""
         match = fts5_query(text)
         if match is None:
             return []
-        where, params = _memory_filters(
-            agent_id, room_id, entity_id, kinds, since=since, before=before, table="m."
-        )
-        if exclude_ids:
-            where.append("m.id NOT IN (SELECT value FROM json_each(?))")
-            params.append(json.dumps(list(exclude_ids)))
+        where, params = _query_filters(query, table="m.")
         rows = await self._fetch(
             "searching memories by text",
             f"""SELECT m.id FROM memories_fts JOIN memories AS m ON m.seq = memories_fts.rowid

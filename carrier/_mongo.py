@@ -1,9 +1,5 @@
-"""Connecting to MongoDB from a URI, and driver errors as StoreErrors without the password
-(internal to the MongoDB job store).
-
-The same rules as the memory store's ``carrier/memory/_mongo_errors.py``, kept here so that the
-job store does not import the memory package (numpy, the SQLite store) to run.
-"""
+"""Connecting to MongoDB from a URI, and driver errors as StoreErrors that name what failed and
+never show the password: shared by the MongoDB memory store and the MongoDB job store."""
 
 from __future__ import annotations
 
@@ -22,7 +18,7 @@ from carrier.errors import ConfigError, StoreError
 __all__ = ["DEFAULT_DATABASE", "Connection", "connection", "translated"]
 
 DEFAULT_DATABASE = "carrier"
-"""The database used when the URI names none (the memory store's default too)."""
+"""The database used when the URI names none."""
 
 SERVER_SELECTION_TIMEOUT_MS = 10_000
 """How long to wait for a server unless the URI says otherwise."""
@@ -101,11 +97,13 @@ def _describe(exc: BaseException) -> str:
 
 
 @contextmanager
-def translated(where: str, what: str, secret: str | None) -> Iterator[None]:
-    """Driver errors in the block as ``StoreError("MongoDB job store <where>: <what> failed: ...")``
-    with ``secret`` scrubbed."""
+def translated(
+    where: str, what: str, secret: str | None, *, store: str = "MongoDB store"
+) -> Iterator[None]:
+    """Driver errors in the block as ``StoreError("<store> <where>: <what> failed: ...")`` with
+    ``secret`` scrubbed."""
     try:
         yield
     except _DRIVER_ERRORS as exc:
         message = _scrub(_describe(exc), secret)
-        raise StoreError(f"MongoDB job store {where}: {what} failed: {message}") from exc
+        raise StoreError(f"{store} {where}: {what} failed: {message}") from exc

@@ -1,0 +1,118 @@
+"""Vector and hybrid search written once for the stores that rank in three steps.
+
+A store mixes in :class:`RankedSearch` and supplies the store-specific steps: the ids and cosine
+scores of the nearest vectors (:meth:`~RankedSearch._vector_hits`), the ids best matching a text
+(:meth:`~RankedSearch._text_hits`), and the memories of a ranked list of ids
+(:meth:`~RankedSearch._scored`). The public methods (filters, ``min_score``, fusion by reciprocal
+rank) are the same for every store, so they are here.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from carrier.memory.hybrid import candidate_count, reciprocal_rank_fusion
+from carrier.memory.index import VectorFilter
+from carrier.types import MemoryKind, ScoredMemory, to_us
+
+__all__ = ["MemoryQuery", "RankedSearch"]
+
+
+@dataclass(frozen=True)
+class MemoryQuery:
+    """Which of an agent's memories a search may return; ``None`` means any. ``since`` is
+    inclusive, ``before`` exclusive (on ``created_at``). An empty ``kinds`` matches nothing."""
+
+    agent_id: str
+    room_id: str | None = None
+    entity_id: str | None = None
+    kinds: Sequence[MemoryKind] | None = None
+    exclude_ids: Sequence[str] = ()
+    since: datetime | None = None
+    before: datetime | None = None
+
+    @property
+    def matches_nothing(self) -> bool:
+        return self.kinds is not None and not self.kinds
+
+    def vector_filter(self) -> VectorFilter:
+        """The same restriction for the in-memory vector index (the agent is its set)."""
+        return VectorFilter(
+            room_id=self.room_id,
+            entity_id=self.entity_id,
+            kinds=frozenset(map(str, self.kinds)) if self.kinds is not None else None,
+            since_us=to_us(self.since) if self.since is not None else None,
+            before_us=to_us(self.before) if self.before is not None else None,
+            exclude_ids=frozenset(self.exclude_ids),
+        )
+
+
+class RankedSearch:
+    """``search_memories`` and ``search_hybrid`` of :class:`~carrier.memory.base.Store` over
+    three store-specific steps; see the module docstring."""
+
+    async def search_memories(
+        self,
+        *,
+        agent_id: str,
+        embedding: Sequence[float],
+        embedding_model: str,
+        k: int = 10,
+        room_id: str | None = None,
+        entity_id: str | None = None,
+        kinds: Sequence[MemoryKind] | None = None,
+        exclude_ids: Sequence[str] = (),
+        min_score: float = -1.0,
+        since: datetime | None = None,
+        before: datetime | None = None,
+    ) -> list[ScoredMemory]:
+        query = MemoryQuery(agent_id, room_id, entity_id, kinds, exclude_ids, since, before)
+        if k <= 0 or not embedding or query.matches_nothing:
+            return []
+        hits = await self._vector_hits(query, embedding, embedding_model, k)
+        return await self._scored([(i, s) for i, s in hits if s >= min_score])
+
+    async def search_hybrid(
+        self,
+        *,
+        agent_id: str,
+        text: str,
+        embedding: Sequence[float],
+        embedding_model: str,
+        k: int = 10,
+        room_id: str | None = None,
+        entity_id: str | None = None,
+        kinds: Sequence[MemoryKind] | None = None,
+        exclude_ids: Sequence[str] = (),
+        since: datetime | None = None,
+        before: datetime | None = None,
+    ) -> list[ScoredMemory]:
+        query = MemoryQuery(agent_id, room_id, entity_id, kinds, exclude_ids, since, before)
+        if k <= 0 or query.matches_nothing:
+            return []
+        n = candidate_count(k)
+        by_vector = (
+            await self._vector_hits(query, embedding, embedding_model, n) if embedding else []
+        )
+        by_text = await self._text_hits(query, text, n)
+        fused = reciprocal_rank_fusion([[i for i, _ in by_vector], by_text], limit=k)
+        return await self._scored(fused)
+
+    @abstractmethod
+    async def _vector_hits(
+        self, query: MemoryQuery, embedding: Sequence[float], embedding_model: str, k: int
+    ) -> list[tuple[str, float]]:
+        """Ids and exact cosine scores of the ``k`` nearest ``embedding_model`` vectors of the
+        ``len(embedding)`` dimensions that ``query`` allows, best first (``k`` > 0, ``embedding``
+        not empty, ``query`` matches something)."""
+
+    @abstractmethod
+    async def _text_hits(self, query: MemoryQuery, text: str, limit: int) -> list[str]:
+        """Ids of up to ``limit`` memories best matching ``text`` by full-text relevance."""
+
+    @abstractmethod
+    async def _scored(self, hits: Sequence[tuple[str, float]]) -> list[ScoredMemory]:
+        """The memories of ``hits`` (ids and scores) in that order; deleted ones left out."""
