@@ -67,6 +67,25 @@ INDEXES: dict[str, tuple[IndexModel, ...]] = {
             [("agent_id", ASCENDING), ("kind", ASCENDING), ("created_us", DESCENDING)],
             name="memories_kind",
         ),
+        # What a turn reads: a room's (or a person's) latest memories of one kind.
+        IndexModel(
+            [
+                ("agent_id", ASCENDING),
+                ("room_id", ASCENDING),
+                ("kind", ASCENDING),
+                ("created_us", DESCENDING),
+            ],
+            name="memories_room_kind",
+        ),
+        IndexModel(
+            [
+                ("agent_id", ASCENDING),
+                ("entity_id", ASCENDING),
+                ("kind", ASCENDING),
+                ("created_us", DESCENDING),
+            ],
+            name="memories_entity_kind",
+        ),
         IndexModel([("status", ASCENDING)], name="memories_status"),
         # The candidate filter of an exact vector search.
         IndexModel(

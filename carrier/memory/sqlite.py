@@ -193,6 +193,13 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             INSERT INTO memory_changes (agent_id, memory_id) VALUES (old.agent_id, old.id);
         END""",
     ),
+    # 3: what a turn reads, a room's (or a person's) latest memories of one kind, straight from an
+    # index in order. Without these the planner may walk every message of the agent through the
+    # kind index and filter by room: ~95 ms a read at 100k memories instead of ~0.1 ms.
+    (
+        "CREATE INDEX memories_room_kind ON memories (agent_id, room_id, kind, created_at)",
+        "CREATE INDEX memories_entity_kind ON memories (agent_id, entity_id, kind, created_at)",
+    ),
 )
 """Schema steps: step ``i`` (0-based) brings the database to version ``i + 1``. Append only."""
 

@@ -165,3 +165,54 @@ async def test_sqlite_concurrent_open_makes_one_connection(tmp_path: Path) -> No
     await store.open()
     assert store._conn() is connection
     await store.close()
+
+
+async def test_sqlite_turn_reads_walk_an_index_in_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A turn reads a room's latest messages and a person's facts. With many messages elsewhere the
+    # planner must not walk every message of the agent through the kind index and filter by room.
+    path = tmp_path / "carrier.db"
+    from carrier.types import MemoryKind
+
+    async with SQLiteStore(path=path) as store:
+        for i in range(40):
+            await store.add_memory(
+                Memory(
+                    agent_id="a",
+                    room_id=f"r{i % 4}",
+                    entity_id=f"e{i % 5}",
+                    kind=MemoryKind.MESSAGE,
+                    content=Content(text=f"m{i}"),
+                )
+            )
+        await store.add_memory(
+            Memory(
+                agent_id="a",
+                room_id="r0",
+                entity_id="e1",
+                kind=MemoryKind.FACT,
+                content=Content(text="likes tea"),
+            )
+        )
+        statements: list[tuple[str, Any]] = []
+        fetch = store._fetch
+
+        async def recording(what: str, sql: str, params: Any = ()) -> Any:
+            statements.append((sql, params))
+            return await fetch(what, sql, params)
+
+        monkeypatch.setattr(store, "_fetch", recording)
+        by_room = await store.get_memories(agent_id="a", room_id="r1", kinds=[MemoryKind.MESSAGE])
+        facts = await store.get_memories(agent_id="a", entity_id="e1", kinds=[MemoryKind.FACT])
+        assert {m.room_id for m in by_room} == {"r1"} and len(by_room) == 10
+        assert [m.content.text for m in facts] == ["likes tea"]
+
+    with closing(sqlite3.connect(path)) as db:
+        plans = [
+            " ".join(row[3] for row in db.execute(f"EXPLAIN QUERY PLAN {sql}", params))
+            for sql, params in statements
+        ]
+    assert "USING INDEX memories_room_kind" in plans[0], plans[0]
+    assert "USING INDEX memories_entity_kind" in plans[1], plans[1]
+    assert not any("TEMP B-TREE" in plan or plan.startswith("SCAN") for plan in plans), plans
