@@ -130,6 +130,12 @@ class _Running:
     interrupted: int = 0
 
 
+_NO_CLIENTS = (
+    "not started in this process (it runs without platform clients: carrier serve --no-clients); "
+    "the worker process (carrier run) runs them"
+)
+
+
 class AgentManager:
     """Creates, stores, starts and stops agents. Keyword-only; one per process."""
 
@@ -144,6 +150,7 @@ class AgentManager:
         client_factories: Mapping[str, ClientFactory] | None = None,
         plugins: Sequence[Plugin] = (),
         services: Mapping[str, Any] | None = None,
+        start_clients: bool = True,
     ) -> None:
         self.store = store
         self.embedder = embedder
@@ -154,6 +161,10 @@ class AgentManager:
         self._plugins = list(plugins)
         self.services: dict[str, Any] = dict(services or {})
         """Given to every runtime started here (``runtime.services``), e.g. ``"jobs"``."""
+        self.start_clients = start_clients
+        """False: agents started here answer the API only, and their platform clients are left
+        to another process (``carrier serve --no-clients`` beside ``carrier run --no-api``), so a
+        bot never connects twice."""
         self.tools = ToolRegistry(store=store, environ=environ)
         self._running: dict[str, _Running] = {}
         self._locks: dict[str, asyncio.Lock] = {}
@@ -416,6 +427,9 @@ class AgentManager:
             await old.aclose()
 
     async def _start_client(self, agent_id: str, name: str, running: _Running) -> None:
+        if not self.start_clients:
+            running.skipped[name] = _NO_CLIENTS
+            return
         factory = self.factories.get(name)
         if factory is None:
             running.skipped[name] = f"no '{name}' client is installed in this version"

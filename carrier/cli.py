@@ -274,6 +274,14 @@ def serve(
         str, typer.Option(help="Where to listen (non-loopback needs CARRIER_ADMIN_TOKEN).")
     ] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port.")] = 8000,
+    clients: Annotated[
+        bool,
+        typer.Option(
+            "--clients/--no-clients",
+            help="Start agents' platform clients (Discord, Instagram) here; --no-clients when a "
+            "worker process (carrier run --no-api) runs them, so no bot connects twice.",
+        ),
+    ] = True,
 ) -> None:
     """Serve the agent API and console for the agents stored in the store."""
     _quiet_ml()
@@ -284,7 +292,7 @@ def serve(
     settings = load_settings()
     _setup_logging(settings.log_level)
     try:
-        code = asyncio.run(serve_main(settings, host=host, port=port))
+        code = asyncio.run(serve_main(settings, host=host, port=port, start_clients=clients))
     except ConfigError as exc:
         _err(f"carrier: {exc}")
         raise typer.Exit(2) from None

@@ -110,8 +110,12 @@ async def run_main(
         await store.close()
 
 
-async def serve_main(settings: Settings, *, host: str, port: int) -> int:
-    """Serve the API and console for the agents stored in the Store (``carrier serve``)."""
+async def serve_main(
+    settings: Settings, *, host: str, port: int, start_clients: bool = True
+) -> int:
+    """Serve the API and console for the agents stored in the Store (``carrier serve``). With
+    ``start_clients`` False, agents started here do not connect to their platforms (a worker
+    process beside it does)."""
     from carrier.agents import AgentManager
     from carrier.api import check_bind, serve
     from carrier.assemble import default_embedder, open_store
@@ -129,6 +133,7 @@ async def serve_main(settings: Settings, *, host: str, port: int) -> int:
         settings=settings,
         environ=os.environ,
         services={"jobs": jobs.store},
+        start_clients=start_clients,
     )
     try:
         await serve(manager, settings, host=host, port=port)  # uvicorn handles SIGINT/SIGTERM

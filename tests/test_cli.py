@@ -223,3 +223,32 @@ def test_cli_run_serves_api_and_stops_on_sigterm(tmp_path: Path) -> None:
     assert "Harbor (" in out and "skipped discord: DISCORD_API_TOKEN" in out
     assert "agent API and console on http://127.0.0.1:" in out
     assert "stopping" in out
+
+
+def test_cli_serve_no_clients_reaches_the_agent_manager(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # The Procfile's web process: `carrier serve --no-clients` beside `carrier run --no-api`.
+    from typer.testing import CliRunner
+
+    import carrier.run
+    from carrier.cli import app
+
+    seen: list[bool] = []
+
+    async def fake_serve_main(
+        settings: object, *, host: str, port: int, start_clients: bool
+    ) -> int:
+        seen.append(start_clients)
+        return 0
+
+    monkeypatch.setattr(carrier.run, "serve_main", fake_serve_main)
+    monkeypatch.setenv("CARRIER_DATA_DIR", str(tmp_path))
+    runner = CliRunner()
+    assert runner.invoke(app, ["serve", "--no-clients"]).exit_code == 0
+    assert runner.invoke(app, ["serve"]).exit_code == 0
+    assert seen == [False, True]
+    assert (ROOT / "Procfile").read_text().splitlines() == [
+        "web: carrier serve --no-clients",
+        "worker: carrier run --no-api",
+    ]

@@ -162,6 +162,22 @@ async def test_agent_manager_starts_listed_clients_and_reports_skipped(
     assert factory.made[0].stopped
 
 
+async def test_agent_manager_without_clients_answers_but_never_connects(
+    make_manager: Callable[..., AgentManager], settings: Settings
+) -> None:
+    # The web process of a web + worker deployment: the worker runs the clients.
+    factory = FakeFactory()
+    manager = make_manager(settings, client_factories={"fake": factory}, start_clients=False)
+    record = await manager.create(character(clients=["fake"]))
+    status = await manager.start(record.id)
+    assert status.running and status.clients == []
+    assert "carrier serve --no-clients" in status.skipped["fake"]
+    assert factory.made == []  # no connection made
+    result = await manager.runtime(record.id).handle(dm("still there?"))
+    assert result.replies  # the agent itself runs and answers
+    await manager.close()
+
+
 async def test_agent_manager_client_config_is_validated_stored_and_pushed(
     make_manager: Callable[..., AgentManager], settings: Settings
 ) -> None:
