@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -249,7 +250,11 @@ class AgentRuntime:
         cancelled turn leaves it ``received`` for :meth:`recover`.
         """
         turn = Turn(runtime=self, message=message, on_chunk=on_chunk)
+        timings: dict[str, float] = {}
+        turn.trace["timings_ms"] = timings  # where the turn's time went, stage by stage
+        started = time.perf_counter()
         inbound = await self.message_manager.receive(turn)
+        timings["receive"] = _ms_since(started)
         assert turn.room is not None
         slot = self._rooms.setdefault(turn.room.id, _RoomSlot())
         slot.latest = inbound.id
@@ -264,10 +269,14 @@ class AgentRuntime:
                     return self._result(turn)
                 try:
                     for stage in self.stages:
+                        started = time.perf_counter()
                         await stage.process(turn)
+                        timings[stage.name] = _ms_since(started)
                         if turn.ended:
                             break
+                    started = time.perf_counter()
                     await self.closer.process(turn)
+                    timings[self.closer.name] = _ms_since(started)
                 except Exception as exc:
                     log.exception("%s: turn failed for message %s", self.character.name, inbound.id)
                     await self.store.set_memory_status(
@@ -332,3 +341,7 @@ class AgentRuntime:
         result = await self.model.generate(request)
         turn.usage.add(result.usage)
         return parse_response(result.text)
+
+
+def _ms_since(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 3)
