@@ -27,7 +27,8 @@ import logging
 import math
 import re
 import shutil
-from collections.abc import AsyncIterator, Awaitable, Callable
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,7 +37,7 @@ import numpy as np
 from carrier.memory.index.ann import AnnIndex, USearchIndex, build_threads, default_ann
 from carrier.memory.index.rows import VectorFilter, VectorRows, VectorSet
 
-__all__ = ["Loader", "VectorIndex"]
+__all__ = ["BREADTH", "Loader", "VectorIndex"]
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +52,16 @@ _BUILD_CHUNK = 20_000
 _THREAD_ROWS = 50_000
 """Exact searches over more rows than this run in a worker thread, off the event loop."""
 _FORMAT = 1
+
+BREADTH: tuple[tuple[int, int, int], ...] = (
+    (300_000, 40, 64),
+    (sys.maxsize, 64, 96),
+)
+"""``(rows, candidates, ef)``: a set of fewer than ``rows`` live vectors fetches at least
+``candidates`` ANN candidates (re-scored exactly; more when a filter drops some) with HNSW
+expansion ``ef``. A larger graph needs a wider search to keep its recall. Chosen with
+``bench/recall.py --sweep`` on real MiniLM vectors: at 100k, 40/64 gave recall@10 0.982 in 0.67 ms
+(64/96: 0.990 in 0.95 ms); at 1M, 64/96 gave 0.967 in 1.4 ms."""
 
 
 @dataclass
@@ -92,8 +103,7 @@ class VectorIndex:
         wait_rows: int = 20_000,
         ann_factory: AnnFactory = default_ann,
         max_candidates: int = 4096,
-        min_candidates: int = 64,
-        ef_search: int = 96,
+        breadth: Sequence[tuple[int, int, int]] = BREADTH,
     ) -> None:
         self._load = load
         self._count = count
@@ -103,12 +113,8 @@ class VectorIndex:
         self.wait_rows = wait_rows
         self._ann_factory = ann_factory
         self.max_candidates = max_candidates
-        self.min_candidates = min_candidates
-        self.ef_search = ef_search
-        """HNSW search breadth: at least this, more when a filter makes it fetch more. With
-        ``min_candidates`` (ANN candidates re-scored exactly per search) it trades latency for
-        recall; 64/96 measured recall@10 0.99 at 0.64 ms (100k) and 0.967 at 1.4 ms (1M) with
-        ``bench/recall.py --sweep``."""
+        self.breadth = tuple(breadth)
+        """How widely an ANN search looks, by set size; see :data:`BREADTH`."""
         self._entries: dict[_Key, _Entry] = {}
         self._closed = False
 
@@ -259,11 +265,12 @@ class VectorIndex:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
         if matching < self.ann_rows:
             return None  # few rows match: scoring just those is exact and cheap
-        want = max(k, self.min_candidates)
+        candidates, ef_search = next((c, e) for rows, c, e in self.breadth if live < rows)
+        want = max(k, candidates)
         count = math.ceil(want * live / matching * (1.5 if flt.narrows else 1.0))
         while count <= self.max_candidates:
             if isinstance(ann, USearchIndex):
-                ann.expansion_search = max(self.ef_search, count)
+                ann.expansion_search = max(ef_search, count)
             rows = ann.search(q, count)
             rows = rows[(rows >= 0) & (rows < vs.size)]
             rows = rows[vs.matches(rows, flt)] if flt.narrows else rows[vs.is_live(rows)]

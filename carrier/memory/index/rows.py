@@ -301,8 +301,7 @@ class VectorSet:
         if flt.entity_id is not None:
             mask &= self._entity[:n] == self._entities.get(flt.entity_id)
         if flt.kinds is not None:
-            codes = [self._kinds.get(k) for k in flt.kinds]
-            mask &= np.isin(self._kind[:n], [c for c in codes if c >= 0])
+            mask &= self._kind_allowed(flt.kinds)[self._kind[:n]]
         if flt.since_us is not None:
             mask &= self._created[:n] >= flt.since_us
         if flt.before_us is not None:
@@ -321,8 +320,7 @@ class VectorSet:
         if flt.entity_id is not None:
             ok &= self._entity[rows] == self._entities.get(flt.entity_id)
         if flt.kinds is not None:
-            codes = [self._kinds.get(k) for k in flt.kinds]
-            ok &= np.isin(self._kind[rows], [c for c in codes if c >= 0])
+            ok &= self._kind_allowed(flt.kinds)[self._kind[rows]]
         if flt.since_us is not None:
             ok &= self._created[rows] >= flt.since_us
         if flt.before_us is not None:
@@ -330,6 +328,16 @@ class VectorSet:
         if flt.exclude_ids:
             ok &= np.array([self._ids[r] not in flt.exclude_ids for r in rows], dtype=bool)
         return ok
+
+    def _kind_allowed(self, kinds: frozenset[str]) -> np.ndarray:
+        """A lookup table over kind codes: True for the codes of ``kinds`` (np.isin costs ~0.2
+        ms a call on a few hundred rows; indexing a table, microseconds)."""
+        allowed = np.zeros(max(len(self._kinds.codes), 1), dtype=bool)
+        for kind in kinds:
+            code = self._kinds.get(kind)
+            if code >= 0:
+                allowed[code] = True
+        return allowed
 
     def scores(self, query: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """Exact cosine of ``query`` (unit length) with the given rows."""
