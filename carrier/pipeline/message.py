@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import logging
 import re
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 
 from carrier.llm.base import ChatMessage, ModelRequest
 from carrier.llm.parse import parse_should_respond
@@ -30,10 +32,29 @@ __all__ = ["MessageManager"]
 log = logging.getLogger(__name__)
 
 
+_WRITTEN_LIMIT = 10_000
+"""Rooms, senders and memberships remembered as written (least recently seen forgotten first)."""
+
+
 class MessageManager:
     """Stores, embeds and triages inbound messages."""
 
     name = "message"
+
+    def __init__(self) -> None:
+        self._written: OrderedDict[str, str] = OrderedDict()
+        """What this runtime last wrote for a room, a sender or a membership: a message in a
+        known room from a known sender then costs one write (the message), not four."""
+
+    async def _write_once(self, key: str, value: str, write: Callable[[], Awaitable[None]]) -> None:
+        if self._written.get(key) == value:
+            self._written.move_to_end(key)
+            return
+        await write()
+        self._written[key] = value
+        self._written.move_to_end(key)
+        while len(self._written) > _WRITTEN_LIMIT:
+            self._written.popitem(last=False)
 
     async def receive(self, turn: Turn) -> Memory:
         """Map platform ids to stable ids, upsert room and entity, and store the message as
@@ -66,9 +87,20 @@ class MessageManager:
             names=names,
             is_bot=msg.author.is_bot,
         )
-        await rt.store.upsert_room(turn.room)
-        await rt.store.upsert_entity(turn.entity)
-        await rt.store.add_participant(room_id, entity_id)
+        room, entity = turn.room, turn.entity
+        await self._write_once(
+            f"room:{room_id}", room.model_dump_json(), lambda: rt.store.upsert_room(room)
+        )
+        await self._write_once(
+            f"entity:{entity_id}",
+            entity.model_dump_json(),
+            lambda: rt.store.upsert_entity(entity),
+        )
+        await self._write_once(
+            f"member:{room_id}:{entity_id}",
+            "",
+            lambda: rt.store.add_participant(room_id, entity_id),
+        )
         # A redelivered platform message maps to the same id and is stored once.
         memory_id = (
             stable_id(rt.agent_id, msg.platform, "message", msg.platform_message_id)

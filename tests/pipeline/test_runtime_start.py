@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,7 +16,7 @@ from carrier.memory.base import Store
 from carrier.memory.fake import HashEmbedder
 from carrier.memory.sqlite import SQLiteStore
 from carrier.runtime import AgentRuntime
-from tests.pipeline.conftest import dm, xml
+from tests.pipeline.conftest import dm, group, xml
 
 
 def _runtime(character: Character, store: Store) -> AgentRuntime:
@@ -87,3 +88,49 @@ async def test_runtime_stop_cancels_a_preparation_still_running(
         assert task is not None and not task.done()
         await runtime.stop()
         assert task.cancelled()
+
+
+async def test_runtime_writes_a_known_room_and_sender_once(
+    tmp_path: Path, character: Character
+) -> None:
+    writes: list[str] = []
+
+    class CountingStore(SQLiteStore):
+        async def upsert_room(self, room: Any) -> None:
+            writes.append(f"room {room.name}")
+            await super().upsert_room(room)
+
+        async def upsert_entity(self, entity: Any) -> None:
+            writes.append(f"entity {entity.names}")
+            await super().upsert_entity(entity)
+
+        async def add_participant(self, room_id: str, entity_id: str) -> None:
+            writes.append("member")
+            await super().add_participant(room_id, entity_id)
+
+    async with CountingStore(path=tmp_path / "carrier.db") as store:
+        runtime = _runtime(character, store)
+        await runtime.start()
+        await runtime.handle(group("hello", channel="general"))
+        await runtime.handle(group("again", channel="general"))
+        assert writes == ["room general", "entity ['Ana']", "member"]  # the second: none
+        # A renamed sender is written again, and so is a new room.
+        renamed = group("new name", channel="general")
+        renamed.author.username = "ana_b"
+        await runtime.handle(renamed)
+        await runtime.handle(group("elsewhere", channel="random"))
+        assert writes[3:] == [
+            "entity ['Ana', 'ana_b']",
+            "room random",
+            "entity ['Ana']",  # differs from the last written: written (the store merges names)
+            "member",
+        ]
+        entity = await store.get_entity(_entity_id(runtime))
+        assert entity is not None and entity.names == ["Ana", "ana_b"]
+        await runtime.stop()
+
+
+def _entity_id(runtime: AgentRuntime) -> str:
+    from carrier.types import stable_id
+
+    return stable_id(runtime.agent_id, "test", "entity", "ana")
