@@ -130,6 +130,24 @@ class MessageManager:
         turn.inbound = stored
         return stored
 
+    async def observe(self, turn: Turn, reason: str) -> Memory:
+        """Store a message the agent saw but is not to answer (``ignored``; ``reason`` goes to
+        ``content.metadata["observed"]``), embedded so that later turns recall it and see it in the room's history. No hooks, no
+        model call; a redelivered message is left as it was."""
+        rt = turn.runtime
+        inbound = await self.receive(turn)
+        if inbound.status is not MemoryStatus.RECEIVED:
+            return inbound
+        text = _embeddable_text(turn)
+        if text:
+            vector = await rt.embedder.embed_one(text)
+            inbound.embedding = vector.tolist()
+            inbound.embedding_model = rt.embedder.model_id
+        inbound.content.metadata["observed"] = reason
+        inbound.status = MemoryStatus.IGNORED
+        await rt.store.update_memory(inbound)
+        return inbound
+
     async def process(self, turn: Turn) -> None:
         rt = turn.runtime
         assert turn.inbound is not None and turn.room is not None

@@ -27,7 +27,7 @@ from clients.discord.config import DiscordConfig, DiscordPolicy, parse_config
 from clients.discord.connection import build_bot
 from clients.discord.convert import channel_of, mentions_me, replies_to_me, to_message
 from clients.discord.errors import describe_start_failure, privileged_intents_message
-from clients.discord.policy import BotLoopGuard, Facts, RateLimiter, Verdict, gate
+from clients.discord.policy import BotLoopGuard, Facts, RateLimiter, Verdict, gate, observed
 from clients.discord.reactions import store_reaction
 from clients.discord.sender import Typing, send_reply
 
@@ -46,6 +46,8 @@ class ClientStats:
     """Message and reaction events that reached a handler."""
     turns: int = 0
     """Messages passed to the runtime."""
+    observed: int = 0
+    """Messages stored as conversation without a turn (mention-only channels)."""
     sent: int = 0
     """Discord messages sent (a long reply counts once per part)."""
     errors: int = 0
@@ -269,6 +271,8 @@ class DiscordClient(Client):
         )
         reason = gate(facts, policy)
         if reason is not None:
+            if observed(reason):
+                await self._observe(message, policy, reason)
             return self._ignore(message, reason)
         if message.author.bot and not self._loop_guard.allow(channel_key, policy.max_bot_turns):
             return self._ignore(message, "bot loop: too many bot turns in a row")
@@ -279,6 +283,20 @@ class DiscordClient(Client):
                 self.stats.sent += len(await send_reply(message, notice, policy))
             return self._ignore(message, "rate limited")
         await self._turn(message, policy, show_typing=addressed or facts.is_direct)
+
+    async def _observe(self, message: discord.Message, policy: DiscordPolicy, reason: str) -> None:
+        """Store a message the bot reads along but does not answer (no reply, no model call)."""
+        me = self.bot.user
+        assert me is not None
+        inbound = await to_message(
+            message, me=me, names=self.runtime.names, text_limit=policy.attachment_text_limit
+        )
+        try:
+            await self.runtime.observe(inbound, reason=reason)
+        except Exception:  # a store or embedding failure must not take the client down
+            log.exception("discord: could not store message %s", message.id)
+        else:
+            self.stats.observed += 1
 
     async def _turn(
         self, message: discord.Message, policy: DiscordPolicy, *, show_typing: bool

@@ -15,7 +15,7 @@ from enum import Enum
 
 from clients.discord.config import DiscordPolicy, RateLimit
 
-__all__ = ["BotLoopGuard", "Facts", "RateLimiter", "Verdict", "gate"]
+__all__ = ["MENTION_ONLY", "BotLoopGuard", "Facts", "RateLimiter", "Verdict", "gate", "observed"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +29,17 @@ class Facts:
     """Mentions the bot (by id, role, name or nickname) or replies to one of its messages."""
     channel_allowed: bool
     """The channel (or a thread's parent) is in ``allowed_channels``, or that list is empty."""
+
+
+MENTION_ONLY = "mention-only mode (shouldRespondOnlyToMentions) and the bot was not addressed"
+"""The one gate reason under which the message is still kept as conversation (see
+:func:`observed`): the bot is in the channel and reads along, it only answers when asked."""
+
+
+def observed(reason: str) -> bool:
+    """Whether a message dropped for ``reason`` is still stored (without a reply), so the room's
+    history has no gaps when the bot is mentioned later."""
+    return reason == MENTION_ONLY
 
 
 def gate(facts: Facts, policy: DiscordPolicy) -> str | None:
@@ -46,7 +57,7 @@ def gate(facts: Facts, policy: DiscordPolicy) -> str | None:
     if not facts.channel_allowed:
         return "channel is not in allowedChannels and the bot was not addressed"
     if policy.respond_only_to_mentions:
-        return "mention-only mode (shouldRespondOnlyToMentions) and the bot was not addressed"
+        return MENTION_ONLY
     return None
 
 

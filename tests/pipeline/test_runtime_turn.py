@@ -239,3 +239,35 @@ async def test_runtime_turn_images_reach_a_vision_model_as_image_parts(make_runt
     prompt = blind.requests[0].messages[0].content
     assert isinstance(prompt, str)
     assert "[attachments: image cat.png, 51 KB]" in prompt
+
+
+async def test_runtime_observe_stores_without_a_turn_and_never_supersedes(
+    make_runtime, store
+) -> None:
+    from tests.pipeline.conftest import group
+
+    entered, release = asyncio.Event(), asyncio.Event()
+
+    async def slow(request: ModelRequest) -> str:
+        entered.set()
+        await release.wait()
+        return xml("Answered.")
+
+    model = FunctionModel(slow)
+    runtime = make_runtime(model)
+    waiting = asyncio.create_task(runtime.handle(group("@harbor hi", mentions_agent=True)))
+    await asyncio.wait_for(entered.wait(), 5)
+    chatter = group("chatter meanwhile", user="bob", platform_message_id="p1")
+    seen = await runtime.observe(chatter, reason="not asked")
+    release.set()
+    result = await waiting
+
+    assert [m.content.text for m in result.replies] == ["Answered."]  # not superseded
+    assert len(model.requests) == 1  # observing asked the model nothing
+    stored = await store.get_memory(seen.id)
+    assert stored is not None and stored.status is MemoryStatus.IGNORED
+    assert stored.embedding is not None and stored.content.metadata["observed"] == "not asked"
+    # Redelivered: stored once, left as it was.
+    again = await runtime.observe(chatter, reason="other")
+    assert again.id == seen.id and again.content.metadata["observed"] == "not asked"
+    assert len(await store.get_memories(agent_id=runtime.agent_id, entity_id=seen.entity_id)) == 1

@@ -127,6 +127,29 @@ async def test_answering_mention_only_mode_skips_the_model(harness: Harness) -> 
     assert h.fake.sent == [] and h.model.requests == []
 
 
+async def test_answering_mention_only_mode_keeps_the_conversation(harness: Harness) -> None:
+    # The bot reads along: what was said before it was mentioned is in the room's history.
+    h = harness
+    await h.start({"shouldRespondOnlyToMentions": True})
+    general = h.channel("general")
+    await h.fake.post(h.ana, "the jam theme is lighthouses", channel=general)
+    await h.settle()
+    assert h.fake.sent == [] and h.model.requests == []  # stored, not answered, no model call
+    await h.fake.post(
+        h.bob, f"{h.mention()} what is the theme?", channel=general, mentions=[h.fake.bot]
+    )
+    await h.settle()
+
+    assert [s.content for s in h.fake.sent] == ["echo: what is the theme?"]
+    prompt = h.model.requests[-1].messages[0].content
+    assert isinstance(prompt, str) and "the jam theme is lighthouses" in prompt
+    found = await h.store.get_memories(agent_id=h.runtime.agent_id, entity_id=h.entity(h.ana))
+    assert [m.content.text for m in found] == ["the jam theme is lighthouses"]
+    assert found[0].status is MemoryStatus.IGNORED and found[0].embedding is not None
+    assert "mention-only" in found[0].content.metadata["observed"]
+    assert h.client.stats.observed == 1
+
+
 async def test_answering_guild_override_applies_to_that_guild(harness: Harness) -> None:
     h = harness
     h.decision = "RESPOND"
