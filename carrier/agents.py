@@ -366,6 +366,9 @@ class AgentManager:
     async def forget(self, agent_id: str, entity_id: str) -> ForgetReport:
         """Delete what the agent keeps of a person (see :func:`carrier.memory.rights.forget_entity`)."""
         await self.get(agent_id)
+        running = self._running.get(agent_id)
+        if running is not None:
+            return await running.runtime.forget(entity_id)
         return await forget_entity(self.store, agent_id=agent_id, entity_id=entity_id)
 
     # -- client configuration ---------------------------------------------------------------

@@ -316,6 +316,7 @@ def forget_cmd(
         f"forgot {target}: {report.total} memories ({report.messages} messages, "
         f"{report.facts} facts, {report.replies} replies, {report.summaries} summaries, "
         f"{report.other} other) in {len(report.rooms)} room(s)"
+        + ("; their entity record (names, platform id) too" if report.entity else "")
     )
 
 

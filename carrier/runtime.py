@@ -14,7 +14,7 @@ import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from carrier.builtin.actions import builtin_actions
 from carrier.builtin.evaluators import FactExtractor
@@ -42,6 +42,9 @@ from carrier.types import (
     Usage,
     utcnow,
 )
+
+if TYPE_CHECKING:
+    from carrier.memory.rights import ForgetReport
 
 __all__ = ["AgentRuntime", "TurnResult"]
 
@@ -288,6 +291,16 @@ class AgentRuntime:
             if slot.users == 0:
                 self._rooms.pop(turn.room.id, None)
         return self._result(turn)
+
+    async def forget(self, entity_id: str) -> ForgetReport:
+        """Delete what this agent keeps of a person: their memories, the agent's replies to them,
+        summaries that retell them, their entity record (see
+        :func:`carrier.memory.rights.forget_entity`)."""
+        from carrier.memory.rights import forget_entity
+
+        report = await forget_entity(self.store, agent_id=self.agent_id, entity_id=entity_id)
+        self.message_manager.forget(entity_id)  # their records are gone: written anew next time
+        return report
 
     async def observe(self, message: Message, *, reason: str) -> Memory:
         """Keep a message the agent is not to answer as conversation: stored (``ignored``;

@@ -149,6 +149,8 @@ class ForgetOut(BaseModel):
     """The agent's replies to the person's messages."""
     summaries: int = 0
     other: int = 0
+    entity_record: bool = False
+    """Whether the person's entity record (names, platform id) was deleted too."""
 
 
 class ClientConfigOut(BaseModel):

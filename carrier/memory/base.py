@@ -84,6 +84,11 @@ class Store(ABC):
     async def get_entity(self, entity_id: str) -> Entity | None: ...
 
     @abstractmethod
+    async def delete_entity(self, entity_id: str) -> bool:
+        """Delete the entity record (names, platform id) and its room memberships; its memories
+        are left (see :meth:`delete_memories`). True if there was a record."""
+
+    @abstractmethod
     async def add_participant(self, room_id: str, entity_id: str) -> None:
         """Record that an entity takes part in a room (idempotent)."""
 

@@ -273,6 +273,14 @@ class MongoStore(RankedSearch, Store):
         doc = await self._find_one(f"reading entity {entity_id}", "entities", {"_id": entity_id})
         return codec.entity_from_doc(doc) if doc is not None else None
 
+    async def delete_entity(self, entity_id: str) -> bool:
+        with self._errors(f"deleting entity {entity_id}"):
+            # Memberships first: a failure in between leaves a record without rooms, not rooms
+            # of a record that is gone.
+            await self._col("participants").delete_many({"entity_id": entity_id})
+            result = await self._col("entities").delete_one({"_id": entity_id})
+        return result.deleted_count > 0
+
     async def add_participant(self, room_id: str, entity_id: str) -> None:
         col = self._col("participants")
         # A concurrent add of the same pair may win the race: it is recorded once either way.

@@ -14,8 +14,10 @@ Forgetting a person (:func:`forget_entity`) deletes, for one agent:
   summarizer rebuilds the latest summary of a room from what is left on a later turn; older
   summaries are not rebuilt, the other people's messages stay recallable one by one.
 
-It does not touch messages of other people that mention them, facts about other people, the
-entity record (names, platform id) or participant lists: the Store has no method to delete those.
+- their entity record (the names and platform id they were seen with) and room memberships.
+
+It does not touch messages of other people that mention them, or facts about other people. A
+running agent writes a new entity record when the person speaks again.
 """
 
 from __future__ import annotations
@@ -119,6 +121,8 @@ class ForgetReport:
     """Conversation summaries that covered their messages."""
     rooms: list[str] = field(default_factory=list)
     """Rooms they left memories in."""
+    entity: bool = False
+    """Whether their entity record was deleted (False: there was none)."""
 
     @property
     def total(self) -> int:
@@ -184,6 +188,7 @@ async def forget_entity(
     for memory_id in doomed:
         await store.delete_memory(memory_id)
     deleted = await store.delete_memories(agent_id=agent_id, entity_id=entity_id)
+    report.entity = await store.delete_entity(entity_id)
     read = report.messages + report.facts + report.other
     if deleted != read:
         # Memories arrived or went between the read and the delete; the delete is what counts.

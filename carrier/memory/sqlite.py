@@ -589,6 +589,12 @@ class SQLiteStore(RankedSearch, Store):
         )
         return Entity.model_validate_json(row["data"]) if row is not None else None
 
+    async def delete_entity(self, entity_id: str) -> bool:
+        async with self._transaction(f"deleting entity {entity_id}") as db:
+            await db.execute("DELETE FROM participants WHERE entity_id = ?", (entity_id,))
+            async with db.execute("DELETE FROM entities WHERE id = ?", (entity_id,)) as cursor:
+                return cursor.rowcount > 0
+
     async def add_participant(self, room_id: str, entity_id: str) -> None:
         await self._write(
             f"adding entity {entity_id} to room {room_id}",

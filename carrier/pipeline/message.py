@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 
@@ -34,6 +35,9 @@ log = logging.getLogger(__name__)
 
 _WRITTEN_LIMIT = 10_000
 """Rooms, senders and memberships remembered as written (least recently seen forgotten first)."""
+_WRITTEN_TTL_S = 300.0
+"""...and for at most this long, so a record another process deleted (``carrier memory forget``)
+comes back within minutes of the person's next message."""
 
 
 class MessageManager:
@@ -42,16 +46,26 @@ class MessageManager:
     name = "message"
 
     def __init__(self) -> None:
-        self._written: OrderedDict[str, str] = OrderedDict()
-        """What this runtime last wrote for a room, a sender or a membership: a message in a
-        known room from a known sender then costs one write (the message), not four."""
+        self._written: OrderedDict[str, tuple[str, float]] = OrderedDict()
+        """What this runtime last wrote for a room, a sender or a membership, and when: a
+        message in a known room from a known sender costs one write (the message), not four."""
+
+    def forget(self, entity_id: str) -> None:
+        """Drop what is remembered as written about a person (whose records were deleted)."""
+        for key in [
+            k
+            for k in self._written
+            if k == f"entity:{entity_id}" or (k.startswith("member:") and k.endswith(entity_id))
+        ]:
+            del self._written[key]
 
     async def _write_once(self, key: str, value: str, write: Callable[[], Awaitable[None]]) -> None:
-        if self._written.get(key) == value:
-            self._written.move_to_end(key)
+        now = time.monotonic()
+        seen = self._written.get(key)
+        if seen is not None and seen[0] == value and now - seen[1] < _WRITTEN_TTL_S:
             return
         await write()
-        self._written[key] = value
+        self._written[key] = (value, now)
         self._written.move_to_end(key)
         while len(self._written) > _WRITTEN_LIMIT:
             self._written.popitem(last=False)

@@ -125,7 +125,7 @@ class SlashHandler:
     async def forget(self, interaction: discord.Interaction) -> None:
         runtime = self._client.runtime
         caller = entity_id(runtime.agent_id, interaction.user.id)
-        count = await runtime.store.delete_memories(agent_id=runtime.agent_id, entity_id=caller)
+        count = (await runtime.forget(caller)).total
         log.info("discord: /forget by %s erased %d memories", interaction.user.id, count)
         await interaction.response.send_message(
             f"Done. I erased {count} {'memory' if count == 1 else 'memories'} about you.",

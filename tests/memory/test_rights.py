@@ -21,7 +21,7 @@ from carrier.memory.rights import (
     iter_memories,
 )
 from carrier.memory.sqlite import SQLiteStore
-from carrier.types import Attachment, Content, Memory, MemoryKind, MemoryStatus
+from carrier.types import Attachment, Content, Entity, Memory, MemoryKind, MemoryStatus
 
 T0 = datetime(2024, 5, 1, 12, 0, 0, 123456, tzinfo=UTC)
 AGENT, OTHER_AGENT = "agent-1", "agent-2"
@@ -134,8 +134,16 @@ async def everything(store: Store, agent_id: str = AGENT) -> list[Memory]:
 
 async def test_forget_removes_a_person_across_rooms_and_nothing_else(store: Store) -> None:
     made = await conversation(store)
+    for who, name in ((ANA, "Ana"), (BOB, "Bob")):
+        await store.upsert_entity(
+            Entity(id=who, agent_id=AGENT, platform="test", platform_id=name, names=[name])
+        )
+        await store.add_participant(GENERAL, who)
 
     report = await forget_entity(store, agent_id=AGENT, entity_id=ANA, page_size=2)
+    assert report.entity and await store.get_entity(ANA) is None
+    assert await store.list_participants(GENERAL) == [BOB]
+    assert await store.get_entity(BOB) is not None
 
     assert (report.messages, report.facts, report.replies, report.summaries, report.other) == (
         6,
@@ -150,7 +158,7 @@ async def test_forget_removes_a_person_across_rooms_and_nothing_else(store: Stor
     assert sorted(m.id for m in await everything(store)) == sorted(m.id for m in made["keep"])
     assert [m.id for m in await everything(store, OTHER_AGENT)] == [made["other"][0].id]
     again = await forget_entity(store, agent_id=AGENT, entity_id=ANA)
-    assert again.total == 0
+    assert again.total == 0 and not again.entity
 
 
 async def test_forget_can_keep_the_agents_replies(store: Store) -> None:

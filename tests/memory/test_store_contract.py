@@ -179,6 +179,26 @@ async def test_store_participants_are_recorded_once(store: Store) -> None:
     assert await store.list_participants("nobody") == []
 
 
+async def test_store_delete_entity_removes_record_and_memberships_only(store: Store) -> None:
+    for who in ("e1", "e2"):
+        await store.upsert_entity(
+            Entity(id=who, agent_id=AGENT, platform="discord", platform_id=who, names=[who])
+        )
+        await store.add_participant("r1", who)
+    await store.add_participant("r2", "e1")
+    kept = await store.add_memory(
+        Memory(agent_id=AGENT, room_id="r1", entity_id="e1", content=Content(text="mine"))
+    )
+
+    assert await store.delete_entity("e1") is True
+    assert await store.get_entity("e1") is None
+    assert await store.list_participants("r1") == ["e2"]
+    assert await store.list_participants("r2") == []
+    assert await store.get_entity("e2") is not None
+    assert await store.get_memory(kept.id) is not None  # memories go through delete_memories
+    assert await store.delete_entity("e1") is False
+
+
 async def test_store_room_state_set_change_and_clear(store: Store) -> None:
     assert await store.get_room_state(AGENT, "r1") is None
     await store.set_room_state(AGENT, "r1", RoomState.FOLLOWED)

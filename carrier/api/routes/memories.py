@@ -113,8 +113,9 @@ async def forget_entity(
         ),
     ] = None,
 ) -> ForgetOut:
-    """Delete the messages the person sent, the facts about them, the agent's replies to them and
-    the summaries that retell them. Returns how many memories of each kind went."""
+    """Delete the messages the person sent, the facts about them, the agent's replies to them,
+    the summaries that retell them and their entity record (names, platform id). Returns how many
+    memories of each kind went."""
     if platform is not None:
         entity_id = entity_id_for(agent_id, platform, entity_id)
     report = await state.manager.forget(agent_id, entity_id)
@@ -126,4 +127,5 @@ async def forget_entity(
         replies=report.replies,
         summaries=report.summaries,
         other=report.other,
+        entity_record=report.entity,
     )

@@ -35,10 +35,13 @@ async def test_commands_forget_erases_the_callers_memories_only(harness: Harness
 
     [response] = h.fake.interaction_responses
     assert response["type"] == 4 and response["data"]["flags"] & EPHEMERAL
-    assert response["data"]["content"] == "Done. I erased 2 memories about you."
+    # Her two messages, and the bot's two replies to them (a reply answers, often quotes her).
+    assert response["data"]["content"] == "Done. I erased 4 memories about you."
     assert await h.store.get_memories(agent_id=agent, entity_id=h.entity(h.ana)) == []
+    assert await h.store.get_entity(h.entity(h.ana)) is None  # her names are gone too
     assert len(await h.store.get_memories(agent_id=agent, entity_id=h.entity(h.bob))) == 1
-    assert await h.store.count_memories(agent_id=agent, kinds=[MemoryKind.MESSAGE]) == 4
+    assert await h.store.count_memories(agent_id=agent, kinds=[MemoryKind.MESSAGE]) == 2
+    assert await h.store.get_entity(h.entity(h.bob)) is not None
 
 
 async def test_commands_ask_runs_a_turn_and_answers(harness: Harness) -> None:
