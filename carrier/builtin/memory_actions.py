@@ -41,7 +41,7 @@ SEARCH_PARAMETERS: dict[str, Any] = {
             "type": "string",
             "minLength": 1,
             "maxLength": 500,
-            "description": "What to look for, in words (searched by meaning).",
+            "description": "What to look for, in words (searched by meaning and by rare words).",
         },
         "k": {
             "type": "integer",
@@ -158,9 +158,12 @@ async def _search(turn: Turn) -> ActionResult:
         return _failed("MEMORY_SEARCH", str(exc))
     k = int(args.get("k", 5))
     kinds = [MemoryKind(args["kind"])] if args.get("kind") else None
-    vector = await rt.embedder.embed_one(str(args["query"]))
-    hits = await rt.store.search_memories(
+    query = str(args["query"])
+    vector = await rt.embedder.embed_one(query)
+    # Hybrid: words (names, numbers, rare terms) and meaning, fused by reciprocal rank.
+    hits = await rt.store.search_hybrid(
         agent_id=rt.agent_id,
+        text=query,
         embedding=vector.tolist(),
         embedding_model=rt.embedder.model_id,
         k=k * 3,  # room for the ones visibility drops
@@ -174,7 +177,7 @@ async def _search(turn: Turn) -> ActionResult:
             break
         if await visible.allows(hit.memory):
             results.append(
-                {**_describe(hit.memory, cut=RESULT_TEXT_CHARS), "score": round(hit.score, 3)}
+                {**_describe(hit.memory, cut=RESULT_TEXT_CHARS), "score": round(hit.score, 4)}
             )
     return _output("MEMORY_SEARCH", {"results": results}, ids=[r["id"] for r in results])
 

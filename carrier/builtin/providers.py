@@ -3,6 +3,7 @@ card's lorebook) and knowledge fragments."""
 
 from __future__ import annotations
 
+from carrier.memory.hybrid import query_terms, relevant
 from carrier.pipeline.base import Turn
 from carrier.plugins import ContextProvider, ProviderOutput
 from carrier.types import MemoryKind, RoomKind, utcnow
@@ -11,6 +12,8 @@ __all__ = ["builtin_providers"]
 
 LOREBOOK_ENTRIES = 5
 KNOWLEDGE_FRAGMENTS = 4
+KNOWLEDGE_MIN_COSINE = 0.3
+"""A knowledge fragment that shares no word with the message needs at least this cosine."""
 
 
 async def _time(turn: Turn) -> ProviderOutput:
@@ -71,14 +74,22 @@ async def _knowledge(turn: Turn) -> ProviderOutput:
     rt = turn.runtime
     if turn.inbound is None or turn.inbound.embedding is None:
         return ProviderOutput()
-    found = await rt.store.search_memories(
+    # Hybrid: a fragment that shares a rare word with the message (a name, a product) is found
+    # even when its vector is not close; what neither side vouches for is left out.
+    found = await rt.store.search_hybrid(
         agent_id=rt.agent_id,
+        text=turn.text,
         embedding=turn.inbound.embedding,
         embedding_model=rt.embedder.model_id,
         k=KNOWLEDGE_FRAGMENTS,
         kinds=[MemoryKind.KNOWLEDGE],
-        min_score=0.3,
     )
+    terms = query_terms(turn.text)
+    found = [
+        s
+        for s in found
+        if relevant(s.memory, turn.inbound.embedding, terms, min_cosine=KNOWLEDGE_MIN_COSINE)
+    ]
     if not found:
         return ProviderOutput()
     text = "\n".join(f"<data>{s.memory.content.text}</data>" for s in found)

@@ -11,14 +11,25 @@ ranks well.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterable, Sequence
 
+import numpy as np
+
+from carrier.types import Memory
+
 __all__ = [
+    "COMMON_DOCS",
+    "RARE_TERMS",
     "RRF_K",
     "candidate_count",
+    "folded",
+    "fts5_match",
     "fts5_query",
     "query_terms",
+    "rarest_terms",
     "reciprocal_rank_fusion",
+    "relevant",
 ]
 
 RRF_K = 60
@@ -42,13 +53,55 @@ def query_terms(text: str) -> list[str]:
     return kept[:_MAX_TERMS]
 
 
-def fts5_query(text: str) -> str | None:
-    """An FTS5 MATCH expression that finds rows with any of the words of ``text`` (each word
-    quoted, so no user text is read as query syntax); None when ``text`` has no words."""
-    terms = query_terms(text)
+RARE_TERMS = 4
+"""How many of a query's words the full-text side searches for at most: the rarest ones."""
+COMMON_DOCS = 10_000
+"""A word in more memories than this is left out of a full-text query (unless every word is):
+reading its postings costs tens of milliseconds at 100k memories and bm25 gives it ~no weight."""
+
+
+def rarest_terms(doc_counts: dict[str, int]) -> list[str]:
+    """The words worth a full-text search, given in how many memories each occurs: those that
+    occur at all, rarest first, at most :data:`RARE_TERMS`, none in more than
+    :data:`COMMON_DOCS` memories unless that leaves none (then the rarest one)."""
+    present = sorted((count, term) for term, count in doc_counts.items() if count > 0)
+    kept = [term for count, term in present if count <= COMMON_DOCS][:RARE_TERMS]
+    return kept or [term for _, term in present[:1]]
+
+
+def folded(term: str) -> str:
+    """``term`` as FTS5's ``unicode61 remove_diacritics 2`` tokenizer indexes it (``café`` →
+    ``cafe``), to look it up in the index's vocabulary."""
+    decomposed = unicodedata.normalize("NFKD", term)
+    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+
+
+def fts5_match(terms: Sequence[str]) -> str | None:
+    """An FTS5 MATCH expression for rows with any of ``terms`` (each quoted); None for none."""
     if not terms:
         return None
     return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+
+
+def fts5_query(text: str) -> str | None:
+    """An FTS5 MATCH expression that finds rows with any of the words of ``text`` (each word
+    quoted, so no user text is read as query syntax); None when ``text`` has no words."""
+    return fts5_match(query_terms(text))
+
+
+def relevant(
+    memory: Memory, query: Sequence[float], terms: Sequence[str], *, min_cosine: float
+) -> bool:
+    """Whether a hybrid search hit is worth showing: its vector is at least ``min_cosine`` from
+    the query's, or its text holds one of the query's ``terms`` (:func:`query_terms`). Fused
+    scores rank; they say nothing about relevance on their own."""
+    if memory.embedding is not None and len(memory.embedding) == len(query):
+        vector = np.asarray(memory.embedding, dtype=np.float32)
+        norms = float(np.linalg.norm(vector) * np.linalg.norm(np.asarray(query, dtype=np.float32)))
+        if norms > 0 and float(vector @ np.asarray(query, dtype=np.float32)) / norms >= min_cosine:
+            return True
+    words = {folded(w.lower()) for w in _WORD.findall(memory.content.text or "")}
+    return any(folded(term) in words for term in terms)
 
 
 def candidate_count(k: int) -> int:

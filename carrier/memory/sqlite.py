@@ -37,7 +37,7 @@ import numpy as np
 from carrier.errors import ConfigError, StoreError
 from carrier.memory._ranked import MemoryQuery, RankedSearch
 from carrier.memory.base import Store
-from carrier.memory.hybrid import fts5_query
+from carrier.memory.hybrid import folded, fts5_match, query_terms, rarest_terms
 from carrier.memory.index import VectorIndex, VectorRows
 from carrier.memory.vector import cosine_top_k, from_blob, from_blobs, to_blob
 from carrier.types import (
@@ -200,6 +200,9 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX memories_room_kind ON memories (agent_id, room_id, kind, created_at)",
         "CREATE INDEX memories_entity_kind ON memories (agent_id, entity_id, kind, created_at)",
     ),
+    # 4: the full-text index's vocabulary (how many memories hold each word), so a text search
+    # looks for a query's rare words and skips the common ones.
+    ("CREATE VIRTUAL TABLE memories_vocab USING fts5vocab(memories_fts, row)",),
 )
 """Schema steps: step ``i`` (0-based) brings the database to version ``i + 1``. Append only."""
 
@@ -784,8 +787,17 @@ class SQLiteStore(RankedSearch, Store):
         ]
 
     async def _text_hits(self, query: MemoryQuery, text: str, limit: int) -> list[str]:
-        """By FTS5 bm25."""
-        match = fts5_query(text)
+        """By FTS5 bm25, over the query's rarest words (see :func:`rarest_terms`)."""
+        terms = query_terms(text)
+        if not terms:
+            return []
+        keys = {folded(term): term for term in terms}
+        counts = await self._fetch(
+            "reading the full-text vocabulary",
+            f"SELECT term, doc FROM memories_vocab WHERE term IN ({', '.join('?' * len(keys))})",
+            list(keys),
+        )
+        match = fts5_match(rarest_terms({keys[row[0]]: int(row[1]) for row in counts}))
         if match is None:
             return []
         where, params = _query_filters(query, table="m.")

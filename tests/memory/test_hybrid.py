@@ -29,3 +29,59 @@ def test_hybrid_fts5_query_quotes_every_term() -> None:
     assert fts5_query('he said "NEAR(a b)" OR x*') == '"said" OR "near" OR "b" OR "x"'
     assert fts5_query("") is None
     assert fts5_query("café crème") == '"café" OR "crème"'
+
+
+def test_hybrid_rarest_terms_keep_the_rare_words() -> None:
+    from carrier.memory import hybrid
+
+    counts = {"ferry": 3, "the": 90_000, "boat": 12_000, "zanzibar": 1, "missing": 0, "port": 40}
+    assert hybrid.rarest_terms(counts) == ["zanzibar", "ferry", "port"]  # no common, no absent
+    many = {f"w{i}": i + 1 for i in range(10)}
+    assert hybrid.rarest_terms(many) == ["w0", "w1", "w2", "w3"]  # at most RARE_TERMS
+    assert hybrid.rarest_terms({"the": 90_000, "boat": 12_000}) == ["boat"]  # all common: rarest
+    assert hybrid.rarest_terms({"missing": 0}) == []
+    assert hybrid.folded("café") == "cafe" and hybrid.folded("naïve") == "naive"
+
+
+async def test_hybrid_sqlite_text_side_searches_the_rare_words(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from carrier.memory import hybrid
+    from carrier.memory._ranked import MemoryQuery
+    from carrier.memory.sqlite import SQLiteStore
+    from carrier.types import Content, Memory
+
+    monkeypatch.setattr(hybrid, "COMMON_DOCS", 5)  # "lighthouse" below counts as common
+    async with SQLiteStore(path=tmp_path / "carrier.db") as store:
+        ids = {}
+        for i in range(8):
+            text = f"the lighthouse light number {i}" + (
+                " and its keeper Café Ana" if i == 3 else ""
+            )
+            memory = await store.add_memory(
+                Memory(agent_id="a", room_id="r", entity_id="e", content=Content(text=text))
+            )
+            ids[i] = memory.id
+        query = MemoryQuery("a")
+        assert await store._text_hits(query, "lighthouse keeper", 10) == [ids[3]]
+        assert await store._text_hits(query, "the cafe keeper", 10) == [ids[3]]  # folded
+        assert sorted(await store._text_hits(query, "lighthouse", 10)) == sorted(ids.values())
+        assert await store._text_hits(query, "nothing matches", 10) == []
+
+
+def test_hybrid_relevant_needs_a_close_vector_or_a_shared_word() -> None:
+    from carrier.memory.hybrid import relevant
+    from carrier.types import Content, Memory
+
+    def memory(text: str, vector: list[float]) -> Memory:
+        return Memory(
+            agent_id="a", room_id="r", entity_id="e", content=Content(text=text), embedding=vector
+        )
+
+    query = [1.0, 0.0]
+    far = [0.0, 1.0]
+    assert relevant(memory("Ferry times to Zanzibar", far), query, ["zanzibar"], min_cosine=0.3)
+    assert relevant(memory("Café hours", far), query, ["cafe"], min_cosine=0.3)  # folded
+    assert not relevant(memory("Ferry times", far), query, ["zanzibar"], min_cosine=0.3)
+    assert relevant(memory("Ferry times", [0.8, 0.6]), query, ["zanzibar"], min_cosine=0.3)
+    assert not relevant(memory("Ferry times", [0.2, 0.98]), query, [], min_cosine=0.3)
