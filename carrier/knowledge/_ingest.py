@@ -16,6 +16,8 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from carrier.knowledge.chunking import Chunking, chunk_text, count_words
 from carrier.knowledge.index import (
     KnowledgeDocument,
@@ -27,7 +29,7 @@ from carrier.knowledge.index import (
 from carrier.knowledge.report import KnowledgeProgress, KnowledgeReport, Phase
 from carrier.knowledge.sources import Document, SourceRef, read_document, read_source
 from carrier.memory.base import Store
-from carrier.memory.embedder import Embedder
+from carrier.memory.embedder import Embedder, normalize_rows
 from carrier.types import Content, Memory, MemoryKind, MemoryStatus, stable_id
 
 __all__ = ["DEFAULT_BATCH_SIZE", "Ingest"]
@@ -197,7 +199,7 @@ class Ingest:
         self._notify("embed", 0, len(queue))
         for start in range(0, len(queue), self.batch_size):
             batch = queue[start : start + self.batch_size]
-            vectors = await self.embedder.embed([item.chunks[i] for item, i in batch])
+            vectors = await self._embed([item.chunks[i] for item, i in batch])
             for (item, i), vector in zip(batch, vectors, strict=True):
                 await self._add_chunk(item, i, vector.tolist())
                 if item.remaining == 0:
@@ -205,6 +207,18 @@ class Ingest:
             self.report.chunks_embedded += len(batch)
             await self._save()
             self._notify("embed", start + len(batch), len(queue))
+
+    async def _embed(self, chunks: list[str]) -> np.ndarray:
+        """One vector per chunk: the normalized mean of the vectors of its parts (see
+        :meth:`Chunking.embedding_parts`), all parts embedded in one call."""
+        parts = [self.chunking.embedding_parts(chunk) for chunk in chunks]
+        vectors = await self.embedder.embed([part for each in parts for part in each])
+        out = np.empty((len(chunks), vectors.shape[1]), dtype=np.float32)
+        at = 0
+        for i, each in enumerate(parts):
+            out[i] = vectors[at : at + len(each)].mean(axis=0)
+            at += len(each)
+        return normalize_rows(out)
 
     # -- pieces --------------------------------------------------------------------------------
     def _current(self, doc: KnowledgeDocument, digest: str) -> bool:

@@ -32,6 +32,11 @@ class Chunking:
     """Fraction of a chunk repeated at the start of the next one."""
     min_words: int = 50
     """No chunk is shorter, unless the whole document is; a shorter tail joins the chunk before."""
+    embed_words: int = 150
+    """A chunk's vector is the mean of the vectors of its parts of at most this many words (0: one
+    vector of the whole text). Embedding models read a window (all-MiniLM-L6-v2: 256 tokens,
+    about 190 words) and ignore the rest, so one vector of an 800-word chunk would describe only
+    its first quarter."""
 
     def __post_init__(self) -> None:
         if self.words < 1:
@@ -40,6 +45,8 @@ class Chunking:
             raise ValueError(f"Chunking.overlap must be in [0, 0.5], got {self.overlap}")
         if not 0 <= self.min_words <= self.words:
             raise ValueError(f"Chunking.min_words must be in [0, words], got {self.min_words}")
+        if self.embed_words < 0:
+            raise ValueError(f"Chunking.embed_words must be >= 0, got {self.embed_words}")
 
     @property
     def overlap_words(self) -> int:
@@ -48,7 +55,23 @@ class Chunking:
     @property
     def signature(self) -> str:
         """Stored with each document: a document chunked differently is ingested again."""
-        return f"words={self.words},overlap={self.overlap_words},min={self.min_words}"
+        return (
+            f"words={self.words},overlap={self.overlap_words},min={self.min_words},"
+            f"embed={self.embed_words}"
+        )
+
+    def embedding_parts(self, chunk: str) -> list[str]:
+        """``chunk`` cut into consecutive parts of at most ``embed_words`` words (whole when
+        short), each embedded on its own; a last part shorter than half joins the one before."""
+        spans = [m.span() for m in _WORD.finditer(chunk)]
+        size = self.embed_words
+        if not size or len(spans) <= size:
+            return [chunk]
+        starts = list(range(0, len(spans), size))
+        if len(spans) - starts[-1] < size / 2:
+            starts.pop()
+        ends = [*starts[1:], len(spans)]
+        return [chunk[spans[a][0] : spans[b - 1][1]] for a, b in zip(starts, ends, strict=True)]
 
 
 def count_words(text: str) -> int:

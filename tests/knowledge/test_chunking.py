@@ -86,8 +86,19 @@ def test_chunking_keeps_the_original_text_and_is_deterministic() -> None:
 
 
 def test_chunking_signature_names_the_parameters() -> None:
-    assert Chunking().signature == "words=800,overlap=120,min=50"
+    assert Chunking().signature == "words=800,overlap=120,min=50,embed=150"
     with pytest.raises(ValueError, match="overlap"):
         Chunking(overlap=0.9)
     with pytest.raises(ValueError, match="min_words"):
         Chunking(words=10, min_words=20)
+
+
+def test_chunking_embedding_parts_cover_a_long_chunk_in_windows() -> None:
+    c = Chunking(embed_words=150)
+    words = [f"w{i}" for i in range(800)]
+    parts = c.embedding_parts(" ".join(words))
+    assert [len(p.split()) for p in parts] == [150, 150, 150, 150, 200]  # a 50-word tail joins
+    assert " ".join(parts).split() == words  # every word, in order, once
+    assert c.embedding_parts("short text") == ["short text"]
+    assert Chunking(embed_words=0).embedding_parts(" ".join(words)) == [" ".join(words)]
+    assert [len(p.split()) for p in c.embedding_parts(" ".join(words[:400]))] == [150, 150, 100]

@@ -3,17 +3,26 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from carrier.errors import CharacterError
-from carrier.knowledge import knowledge_room_id, list_knowledge, sync_knowledge
+from carrier.knowledge import Chunking, knowledge_room_id, list_knowledge
+from carrier.knowledge import sync_knowledge as _sync_knowledge
 from carrier.knowledge.index import chunk_id, load_index
 from carrier.memory.base import Store
 from carrier.types import Content, Memory, MemoryKind
 from tests.knowledge.conftest import CountingEmbedder, make_pdf, words_text
 from tests.memory.conftest import StoreFactory
+
+
+async def sync_knowledge(*args: Any, **kwargs: Any) -> Any:
+    """One vector per chunk here (no parts), so that counting encoded texts counts chunks; how
+    parts are embedded is tested on its own below."""
+    kwargs.setdefault("chunking", Chunking(embed_words=0))
+    return await _sync_knowledge(*args, **kwargs)
 
 
 async def knowledge_chunks(store: Store, agent_id: str) -> dict[str, Memory]:
@@ -267,3 +276,23 @@ async def test_sync_records_shared_and_a_flip_embeds_nothing(store, write_charac
     report = await sync_knowledge(store, embedder, agent_id=agent, character=flipped)
     assert report.unchanged == ["rules.md"] and embedder.encoded == []
     assert [d.shared for d in await list_knowledge(store, agent)] == [False]
+
+
+async def test_sync_a_long_chunk_gets_the_mean_vector_of_its_parts(
+    store_factory: StoreFactory, write_character
+) -> None:
+    # An embedding model reads ~190 words; an 800-word chunk is embedded in parts and averaged,
+    # so its second half counts as much as its first.
+    character = write_character([{"path": "guide.txt"}])
+    text = words_text(8)  # 768 words: one chunk
+    (Path(character.source).parent / "guide.txt").write_text(text, encoding="utf-8")
+    embedder = CountingEmbedder()
+    async with store_factory.new_store() as store:
+        await _sync_knowledge(store, embedder, agent_id=character.agent_id, character=character)
+        [chunk] = (await knowledge_chunks(store, character.agent_id)).values()
+    parts = Chunking().embedding_parts(chunk.content.text)
+    assert len(parts) == 5 and embedder.encoded == parts  # the parts were embedded, not the chunk
+    expected = (await CountingEmbedder().embed(parts)).mean(axis=0)
+    expected /= np.linalg.norm(expected)
+    assert chunk.embedding is not None
+    assert np.allclose(chunk.embedding, expected, atol=1e-6)
