@@ -19,7 +19,7 @@ import numpy as np
 from carrier.types import Memory
 
 __all__ = [
-    "COMMON_DOCS",
+    "POSTINGS_BUDGET",
     "RARE_TERMS",
     "RRF_K",
     "candidate_count",
@@ -55,18 +55,24 @@ def query_terms(text: str) -> list[str]:
 
 RARE_TERMS = 4
 """How many of a query's words the full-text side searches for at most: the rarest ones."""
-COMMON_DOCS = 10_000
-"""A word in more memories than this is left out of a full-text query (unless every word is):
-reading its postings costs tens of milliseconds at 100k memories and bm25 gives it ~no weight."""
+POSTINGS_BUDGET = 3_000
+"""How many memories, summed over the words searched, the full-text side may match: reading and
+ranking postings costs about a microsecond each, and a word held by more memories than that tells
+bm25 little (those words are left to the vector side)."""
 
 
 def rarest_terms(doc_counts: dict[str, int]) -> list[str]:
     """The words worth a full-text search, given in how many memories each occurs: those that
-    occur at all, rarest first, at most :data:`RARE_TERMS`, none in more than
-    :data:`COMMON_DOCS` memories unless that leaves none (then the rarest one)."""
-    present = sorted((count, term) for term, count in doc_counts.items() if count > 0)
-    kept = [term for count, term in present if count <= COMMON_DOCS][:RARE_TERMS]
-    return kept or [term for _, term in present[:1]]
+    occur at all, rarest first, at most :data:`RARE_TERMS` of them, while their counts add up to
+    no more than :data:`POSTINGS_BUDGET` (none, when even the rarest is more common than that)."""
+    kept: list[str] = []
+    total = 0
+    for count, term in sorted((c, t) for t, c in doc_counts.items() if c > 0):
+        if len(kept) == RARE_TERMS or total + count > POSTINGS_BUDGET:
+            break
+        kept.append(term)
+        total += count
+    return kept
 
 
 def folded(term: str) -> str:

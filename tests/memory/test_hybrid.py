@@ -34,11 +34,12 @@ def test_hybrid_fts5_query_quotes_every_term() -> None:
 def test_hybrid_rarest_terms_keep_the_rare_words() -> None:
     from carrier.memory import hybrid
 
-    counts = {"ferry": 3, "the": 90_000, "boat": 12_000, "zanzibar": 1, "missing": 0, "port": 40}
-    assert hybrid.rarest_terms(counts) == ["zanzibar", "ferry", "port"]  # no common, no absent
+    counts = {"ferry": 3, "the": 90_000, "boat": 5_000, "zanzibar": 1, "missing": 0, "port": 40}
+    assert hybrid.rarest_terms(counts) == ["zanzibar", "ferry", "port"]  # within the budget
     many = {f"w{i}": i + 1 for i in range(10)}
     assert hybrid.rarest_terms(many) == ["w0", "w1", "w2", "w3"]  # at most RARE_TERMS
-    assert hybrid.rarest_terms({"the": 90_000, "boat": 12_000}) == ["boat"]  # all common: rarest
+    assert hybrid.rarest_terms({"the": 90_000, "boat": 12_000}) == []  # all common: vectors only
+    assert hybrid.rarest_terms({"boat": 2_500, "sail": 400}) == ["sail", "boat"]
     assert hybrid.rarest_terms({"missing": 0}) == []
     assert hybrid.folded("café") == "cafe" and hybrid.folded("naïve") == "naive"
 
@@ -51,7 +52,7 @@ async def test_hybrid_sqlite_text_side_searches_the_rare_words(
     from carrier.memory.sqlite import SQLiteStore
     from carrier.types import Content, Memory
 
-    monkeypatch.setattr(hybrid, "COMMON_DOCS", 5)  # "lighthouse" below counts as common
+    monkeypatch.setattr(hybrid, "POSTINGS_BUDGET", 5)  # "lighthouse" (8 memories) is too common
     async with SQLiteStore(path=tmp_path / "carrier.db") as store:
         ids = {}
         for i in range(8):
@@ -65,6 +66,8 @@ async def test_hybrid_sqlite_text_side_searches_the_rare_words(
         query = MemoryQuery("a")
         assert await store._text_hits(query, "lighthouse keeper", 10) == [ids[3]]
         assert await store._text_hits(query, "the cafe keeper", 10) == [ids[3]]  # folded
+        assert await store._text_hits(query, "lighthouse", 10) == []  # left to the vectors
+        monkeypatch.setattr(hybrid, "POSTINGS_BUDGET", 3_000)
         assert sorted(await store._text_hits(query, "lighthouse", 10)) == sorted(ids.values())
         assert await store._text_hits(query, "nothing matches", 10) == []
 
