@@ -70,7 +70,7 @@ class RankedSearch:
         before: datetime | None = None,
     ) -> list[ScoredMemory]:
         query = MemoryQuery(agent_id, room_id, entity_id, kinds, exclude_ids, since, before)
-        if k <= 0 or not embedding or query.matches_nothing:
+        if k <= 0 or len(embedding) == 0 or query.matches_nothing:
             return []
         hits = await self._vector_hits(query, embedding, embedding_model, k)
         return await self._scored([(i, s) for i, s in hits if s >= min_score])
@@ -95,7 +95,7 @@ class RankedSearch:
             return []
         n = candidate_count(k)
         by_vector = (
-            await self._vector_hits(query, embedding, embedding_model, n) if embedding else []
+            await self._vector_hits(query, embedding, embedding_model, n) if len(embedding) else []
         )
         by_text = await self._text_hits(query, text, n)
         fused = reciprocal_rank_fusion([[i for i, _ in by_vector], by_text], limit=k)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import numpy as np
 import pytest
 
 from carrier.errors import StoreError
@@ -422,6 +423,14 @@ async def test_store_search_returns_top_k_best_first(store: Store) -> None:
     )
     assert [h.memory.content.text for h in everything] == ["x", "xy", "y", "-x"]
     assert everything[-1].score == pytest.approx(-1.0)
+    as_array = await store.search_memories(  # an embedder's numpy row works as well
+        agent_id=AGENT, embedding=np.array([1.0, 0.0, 0.0], dtype=np.float32), embedding_model=MODEL
+    )
+    assert [h.memory.content.text for h in as_array][:2] == ["x", "xy"]
+    fused = await store.search_hybrid(
+        agent_id=AGENT, text="y", embedding=np.array([1.0, 0.0, 0.0]), embedding_model=MODEL
+    )
+    assert fused and fused[0].memory.content.text in {"x", "y"}
 
 
 async def test_store_search_scores_cosine_for_unnormalized_vectors(store: Store) -> None:
