@@ -203,6 +203,7 @@ async def test_memories_search_filter_paginate_and_forget(
         "replies": 3,
         "summaries": 0,
         "other": 0,
+        "entity_record": True,  # her names and platform id went too
     }
     by_platform = await client.delete(
         f"/agents/{agent_id}/entities/bob/memories", params={"platform": "api"}
