@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from carrier.llm.base import ChatMessage, ModelRequest
 from carrier.memory.base import Store
@@ -140,13 +140,18 @@ class ConversationSummarizer:
         return list(reversed(older))
 
     async def due(self, turn: Turn) -> bool:
+        """Whether ``threshold`` messages lie unsummarized beyond the window. A count, as this
+        runs every turn: messages after the watermark's instant (one that shares it exactly is
+        left to the next check); :meth:`run` reads exactly which messages are pending."""
         if turn.room is None:
             return False
         rt = turn.runtime
-        found = await self.pending(
-            rt.store, agent_id=rt.agent_id, room_id=turn.room.id, backlog=self.threshold
+        mark = await self.watermark(rt.store, agent_id=rt.agent_id, room_id=turn.room.id)
+        after = mark.to + timedelta(microseconds=1) if mark.to is not None else None
+        newer = await rt.store.count_memories(
+            agent_id=rt.agent_id, room_id=turn.room.id, kinds=[MemoryKind.MESSAGE], since=after
         )
-        return len(found) >= self.threshold
+        return newer - self.window >= self.threshold
 
     # -- summarizing ----------------------------------------------------------------------------
     async def run(self, turn: Turn) -> None:

@@ -148,7 +148,9 @@ class Store(ABC):
         agent_id: str,
         room_id: str | None = None,
         kinds: Sequence[MemoryKind] | None = None,
-    ) -> int: ...
+        since: datetime | None = None,
+    ) -> int:
+        """How many memories match; ``since`` (inclusive) bounds ``created_at``."""
 
     @abstractmethod
     async def search_memories(

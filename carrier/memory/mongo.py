@@ -394,10 +394,13 @@ class MongoStore(RankedSearch, Store):
         agent_id: str,
         room_id: str | None = None,
         kinds: Sequence[MemoryKind] | None = None,
+        since: datetime | None = None,
     ) -> int:
         query = codec.memory_filter(agent_id, room_id, kinds=kinds)
         if query is None:
             return 0
+        if since is not None:
+            query["created_us"] = {"$gte": codec.to_us(since)}
         col = self._col("memories")
         with self._errors("counting memories"):
             return await col.count_documents(query)

@@ -23,7 +23,8 @@ import asyncio
 import json
 import logging
 import sqlite3
-from collections import defaultdict
+import time
+from collections import OrderedDict, defaultdict
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from datetime import datetime
@@ -216,6 +217,9 @@ _KEEP_CHANGES = 100_000
 _PRUNE_EVERY = 10_000
 """The change log keeps the last ``_KEEP_CHANGES`` entries (a process further behind reloads),
 pruned about every ``_PRUNE_EVERY`` changes."""
+_DOC_COUNT_TTL_S = 300.0
+_DOC_COUNT_CACHE = 50_000
+"""Words whose memory counts are kept (for :meth:`SQLiteStore._doc_counts`), and for how long."""
 _MEMORY_COLUMNS = _MEMORY_COLUMNS_V1
 
 
@@ -319,6 +323,7 @@ class SQLiteStore(RankedSearch, Store):
         self._lock = asyncio.Lock()
         self._sync_lock = asyncio.Lock()
         self._cursor = 0
+        self._doc_count_cache: OrderedDict[str, tuple[int, float]] = OrderedDict()
         """The last ``memory_changes`` entry applied to the vector index."""
         self.vectors: VectorIndex | None = None
         """The in-memory vector index searches use (None: ``vector_index=False``, every search
@@ -727,8 +732,9 @@ class SQLiteStore(RankedSearch, Store):
         agent_id: str,
         room_id: str | None = None,
         kinds: Sequence[MemoryKind] | None = None,
+        since: datetime | None = None,
     ) -> int:
-        where, params = _memory_filters(agent_id, room_id, kinds=kinds)
+        where, params = _memory_filters(agent_id, room_id, kinds=kinds, since=since)
         rows = await self._fetch(
             "counting memories",
             f"SELECT COUNT(*) FROM memories WHERE {' AND '.join(where)}",
@@ -792,12 +798,8 @@ class SQLiteStore(RankedSearch, Store):
         if not terms:
             return []
         keys = {folded(term): term for term in terms}
-        counts = await self._fetch(
-            "reading the full-text vocabulary",
-            f"SELECT term, doc FROM memories_vocab WHERE term IN ({', '.join('?' * len(keys))})",
-            list(keys),
-        )
-        match = fts5_match(rarest_terms({keys[row[0]]: int(row[1]) for row in counts}))
+        counts = await self._doc_counts(list(keys))
+        match = fts5_match(rarest_terms({keys[key]: counts[key] for key in keys}))
         if match is None:
             return []
         where, params = _query_filters(query, table="m.")
@@ -809,6 +811,35 @@ class SQLiteStore(RankedSearch, Store):
             [match, *params, limit],
         )
         return [row[0] for row in rows]
+
+    async def _doc_counts(self, terms: list[str]) -> dict[str, int]:
+        """In how many memories each (folded) term occurs. Looking a word up in FTS5's
+        vocabulary costs ~0.6 ms, so counts are kept a while: they change slowly, and only
+        choose which words a search looks for."""
+        now = time.monotonic()
+        counts: dict[str, int] = {}
+        missing = []
+        for term in terms:
+            known = self._doc_count_cache.get(term)
+            if known is not None and now - known[1] < _DOC_COUNT_TTL_S:
+                counts[term] = known[0]
+            else:
+                missing.append(term)
+        if missing:
+            rows = await self._fetch(
+                "reading the full-text vocabulary",
+                f"SELECT term, doc FROM memories_vocab WHERE term IN "
+                f"({', '.join('?' * len(missing))})",
+                missing,
+            )
+            found = {row[0]: int(row[1]) for row in rows}
+            for term in missing:
+                counts[term] = found.get(term, 0)
+                self._doc_count_cache[term] = (counts[term], now)
+                self._doc_count_cache.move_to_end(term)
+            while len(self._doc_count_cache) > _DOC_COUNT_CACHE:
+                self._doc_count_cache.popitem(last=False)
+        return counts
 
     # -- the vector index --------------------------------------------------------------------
     async def prepare_search(self, *, agent_id: str, embedding_model: str, dim: int) -> None:

@@ -378,6 +378,15 @@ async def test_store_count_memories(store: Store) -> None:
     assert await store.count_memories(agent_id="nobody") == 0
 
 
+async def test_store_count_memories_since(store: Store) -> None:
+    for second in (0, 10, 10, 20):
+        await store.add_memory(make_memory(room_id="r1", seconds=second))
+    start = make_memory(seconds=10).created_at
+    assert await store.count_memories(agent_id=AGENT, room_id="r1", since=start) == 3  # inclusive
+    later = make_memory(seconds=20.5).created_at
+    assert await store.count_memories(agent_id=AGENT, room_id="r1", since=later) == 0
+
+
 async def test_store_delete_memory(store: Store) -> None:
     memory = await store.add_memory(make_memory())
     assert await store.delete_memory(memory.id) is True
