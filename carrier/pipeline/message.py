@@ -55,7 +55,8 @@ class MessageManager:
         for key in [
             k
             for k in self._written
-            if k == f"entity:{entity_id}" or (k.startswith("member:") and k.endswith(entity_id))
+            if k == f"entity:{entity_id}"
+            or (k.startswith("member:") and k.endswith(f":{entity_id}"))
         ]:
             del self._written[key]
 
@@ -146,8 +147,8 @@ class MessageManager:
 
     async def observe(self, turn: Turn, reason: str) -> Memory:
         """Store a message the agent saw but is not to answer (``ignored``; ``reason`` goes to
-        ``content.metadata["observed"]``), embedded so that later turns recall it and see it in the room's history. No hooks, no
-        model call; a redelivered message is left as it was."""
+        ``content.metadata["observed"]``), embedded so that later turns recall it and see it in
+        the room's history. No hooks, no model call; a redelivered message is left as it was."""
         rt = turn.runtime
         inbound = await self.receive(turn)
         if inbound.status is not MemoryStatus.RECEIVED:

@@ -134,3 +134,22 @@ def _entity_id(runtime: AgentRuntime) -> str:
     from carrier.types import stable_id
 
     return stable_id(runtime.agent_id, "test", "entity", "ana")
+
+
+async def test_runtime_forget_then_the_person_speaks_again(
+    tmp_path: Path, character: Character
+) -> None:
+    async with SQLiteStore(path=tmp_path / "carrier.db") as store:
+        runtime = _runtime(character, store)
+        await runtime.start()
+        await runtime.handle(group("I am Ana", channel="general"))
+        report = await runtime.forget(_entity_id(runtime))
+        assert report.messages == 1 and report.entity
+        assert await store.get_entity(_entity_id(runtime)) is None
+        # Her records were forgotten as written too: her next message writes them anew.
+        await runtime.handle(group("hello again", channel="general"))
+        entity = await store.get_entity(_entity_id(runtime))
+        assert entity is not None and entity.names == ["Ana"]
+        room = (await store.get_memories(agent_id=runtime.agent_id, limit=1))[0].room_id
+        assert await store.list_participants(room) == [_entity_id(runtime)]
+        await runtime.stop()
