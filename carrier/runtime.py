@@ -304,9 +304,10 @@ class AgentRuntime:
 
     async def observe(self, message: Message, *, reason: str) -> Memory:
         """Keep a message the agent is not to answer as conversation: stored (``ignored``;
-        ``reason`` in ``content.metadata["observed"]``) and embedded, so it shows in the room's history and is recalled later, with
-        no model call and no reply. For traffic a client sees but passes over (a channel where
-        the bot answers only when mentioned). It never supersedes a turn waiting in its room."""
+        ``reason`` in ``content.metadata["observed"]``) and embedded, so it shows in the room's
+        history and is recalled later, with no model call and no reply. For traffic a client
+        sees but passes over (a channel where the bot answers only when mentioned). It never
+        supersedes a turn waiting in its room."""
         return await self.message_manager.observe(Turn(runtime=self, message=message), reason)
 
     def _result(self, turn: Turn) -> TurnResult:
