@@ -835,8 +835,9 @@ class SQLiteStore(RankedSearch, Store):
             found = {row[0]: int(row[1]) for row in rows}
             for term in missing:
                 counts[term] = found.get(term, 0)
-                self._doc_count_cache[term] = (counts[term], now)
-                self._doc_count_cache.move_to_end(term)
+                if counts[term]:  # a word not seen yet may arrive any moment: asked again
+                    self._doc_count_cache[term] = (counts[term], now)
+                    self._doc_count_cache.move_to_end(term)
             while len(self._doc_count_cache) > _DOC_COUNT_CACHE:
                 self._doc_count_cache.popitem(last=False)
         return counts

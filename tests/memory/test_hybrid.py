@@ -70,6 +70,12 @@ async def test_hybrid_sqlite_text_side_searches_the_rare_words(
         monkeypatch.setattr(hybrid, "POSTINGS_BUDGET", 3_000)
         assert sorted(await store._text_hits(query, "lighthouse", 10)) == sorted(ids.values())
         assert await store._text_hits(query, "nothing matches", 10) == []
+        # A word looked up before any memory held it is found once one does.
+        assert await store._text_hits(query, "zanzibar", 10) == []
+        late = await store.add_memory(
+            Memory(agent_id="a", room_id="r", entity_id="e", content=Content(text="Zanzibar"))
+        )
+        assert await store._text_hits(query, "zanzibar", 10) == [late.id]
 
 
 def test_hybrid_relevant_needs_a_close_vector_or_a_shared_word() -> None:
