@@ -169,9 +169,20 @@ def memory_filter(
     entity_id: str | None = None,
     kinds: Sequence[MemoryKind] | None = None,
     statuses: Sequence[MemoryStatus] | None = None,
+    *,
+    since: datetime | None = None,
+    before: datetime | None = None,
 ) -> dict[str, Any] | None:
-    """A query for memories; ``None`` when it matches nothing (an empty ``kinds`` or ``statuses``)."""
+    """A query for memories; ``None`` when it matches nothing (an empty ``kinds`` or ``statuses``).
+    ``since`` (inclusive) and ``before`` (exclusive) bound ``created_at``."""
     query: dict[str, Any] = {"agent_id": agent_id}
+    window: dict[str, int] = {}
+    if since is not None:
+        window["$gte"] = to_us(since)
+    if before is not None:
+        window["$lt"] = to_us(before)
+    if window:
+        query["created_us"] = window
     if room_id is not None:
         query["room_id"] = room_id
     if entity_id is not None:

@@ -48,7 +48,7 @@ from carrier.memory._mongo_schema import (
     detect_vector_search,
     migrate,
 )
-from carrier.memory._ranked import MemoryQuery, RankedSearch
+from carrier.memory._ranked import MemoryQuery, RankedSearch, search_index
 from carrier.memory.base import Store
 from carrier.memory.index import VectorFilter, VectorIndex, VectorRows
 from carrier.types import (
@@ -374,11 +374,9 @@ class MongoStore(RankedSearch, Store):
         before: datetime | None = None,
         limit: int = 50,
     ) -> list[Memory]:
-        query = codec.memory_filter(agent_id, room_id, entity_id, kinds, statuses)
+        query = codec.memory_filter(agent_id, room_id, entity_id, kinds, statuses, before=before)
         if query is None or limit <= 0:  # MongoDB reads limit 0 as "no limit"
             return []
-        if before is not None:
-            query["created_us"] = {"$lt": codec.to_us(before)}
         docs = await self._find(
             "reading memories",
             "memories",
@@ -396,11 +394,9 @@ class MongoStore(RankedSearch, Store):
         kinds: Sequence[MemoryKind] | None = None,
         since: datetime | None = None,
     ) -> int:
-        query = codec.memory_filter(agent_id, room_id, kinds=kinds)
+        query = codec.memory_filter(agent_id, room_id, kinds=kinds, since=since)
         if query is None:
             return 0
-        if since is not None:
-            query["created_us"] = {"$gte": codec.to_us(since)}
         col = self._col("memories")
         with self._errors("counting memories"):
             return await col.count_documents(query)
@@ -421,13 +417,7 @@ class MongoStore(RankedSearch, Store):
                 return [(doc["_id"], float(doc["score"])) for doc in docs]
             if self.vectors is not None:
                 await self._poll_inserts(query.agent_id)
-                found = await self.vectors.search(
-                    agent_id=query.agent_id,
-                    model=embedding_model,
-                    query=np.asarray(embedding, dtype=np.float32),
-                    k=k,
-                    flt=query.vector_filter(),
-                )
+                found = await search_index(self.vectors, query, embedding, embedding_model, k)
                 if found is not None:
                     return found
             try:
@@ -614,16 +604,16 @@ class MongoStore(RankedSearch, Store):
 
 def _search_filter(query: MemoryQuery) -> dict[str, Any]:
     """The MongoDB filter of a search (``query`` matches something)."""
-    where = codec.memory_filter(query.agent_id, query.room_id, query.entity_id, query.kinds)
+    where = codec.memory_filter(
+        query.agent_id,
+        query.room_id,
+        query.entity_id,
+        query.kinds,
+        since=query.since,
+        before=query.before,
+    )
     if where is None:  # an empty kinds
         return {"_id": {"$in": []}}
-    window: dict[str, int] = {}
-    if query.since is not None:
-        window["$gte"] = codec.to_us(query.since)
-    if query.before is not None:
-        window["$lt"] = codec.to_us(query.before)
-    if window:
-        where["created_us"] = window
     if query.exclude_ids:
         where["_id"] = {"$nin": list(query.exclude_ids)}
     return where
