@@ -14,11 +14,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+import numpy as np
+
 from carrier.memory.hybrid import candidate_count, reciprocal_rank_fusion
-from carrier.memory.index import VectorFilter
+from carrier.memory.index import VectorFilter, VectorIndex
 from carrier.types import MemoryKind, ScoredMemory, to_us
 
-__all__ = ["MemoryQuery", "RankedSearch"]
+__all__ = ["MemoryQuery", "RankedSearch", "search_index"]
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,23 @@ class MemoryQuery:
             before_us=to_us(self.before) if self.before is not None else None,
             exclude_ids=frozenset(self.exclude_ids),
         )
+
+
+async def search_index(
+    vectors: VectorIndex,
+    query: MemoryQuery,
+    embedding: Sequence[float],
+    embedding_model: str,
+    k: int,
+) -> list[tuple[str, float]] | None:
+    """The top ``k`` from a store's in-memory vector index; None while it is not loaded."""
+    return await vectors.search(
+        agent_id=query.agent_id,
+        model=embedding_model,
+        query=np.asarray(embedding, dtype=np.float32),
+        k=k,
+        flt=query.vector_filter(),
+    )
 
 
 class RankedSearch:

@@ -33,10 +33,9 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import aiosqlite
-import numpy as np
 
 from carrier.errors import ConfigError, StoreError
-from carrier.memory._ranked import MemoryQuery, RankedSearch
+from carrier.memory._ranked import MemoryQuery, RankedSearch, search_index
 from carrier.memory.base import Store
 from carrier.memory.hybrid import folded, fts5_match, query_terms, rarest_terms
 from carrier.memory.index import VectorIndex, VectorRows
@@ -748,13 +747,7 @@ class SQLiteStore(RankedSearch, Store):
         """From the vector index when it is loaded, else from the vectors in the database."""
         if self.vectors is not None:
             await self._sync_vectors()
-            found = await self.vectors.search(
-                agent_id=query.agent_id,
-                model=embedding_model,
-                query=np.asarray(embedding, dtype=np.float32),
-                k=k,
-                flt=query.vector_filter(),
-            )
+            found = await search_index(self.vectors, query, embedding, embedding_model, k)
             if found is not None:
                 return found
         # Not loaded yet (or no index): score the matching vectors read from the database.
