@@ -25,7 +25,6 @@ __all__ = [
     "candidate_count",
     "folded",
     "fts5_match",
-    "fts5_query",
     "query_terms",
     "rarest_terms",
     "reciprocal_rank_fusion",
@@ -89,12 +88,6 @@ def fts5_match(terms: Sequence[str]) -> str | None:
     return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
 
 
-def fts5_query(text: str) -> str | None:
-    """An FTS5 MATCH expression that finds rows with any of the words of ``text`` (each word
-    quoted, so no user text is read as query syntax); None when ``text`` has no words."""
-    return fts5_match(query_terms(text))
-
-
 def relevant(
     memory: Memory, query: Sequence[float], terms: Sequence[str], *, min_cosine: float
 ) -> bool:
@@ -103,8 +96,9 @@ def relevant(
     scores rank; they say nothing about relevance on their own."""
     if memory.embedding is not None and len(memory.embedding) == len(query):
         vector = np.asarray(memory.embedding, dtype=np.float32)
-        norms = float(np.linalg.norm(vector) * np.linalg.norm(np.asarray(query, dtype=np.float32)))
-        if norms > 0 and float(vector @ np.asarray(query, dtype=np.float32)) / norms >= min_cosine:
+        q = np.asarray(query, dtype=np.float32)
+        norms = float(np.linalg.norm(vector) * np.linalg.norm(q))
+        if norms > 0 and float(vector @ q) / norms >= min_cosine:
             return True
     words = {folded(w.lower()) for w in _WORD.findall(memory.content.text or "")}
     return any(folded(term) in words for term in terms)

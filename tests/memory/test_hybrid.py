@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from carrier.memory.hybrid import fts5_query, query_terms, reciprocal_rank_fusion
+from carrier.memory.hybrid import fts5_match, query_terms, reciprocal_rank_fusion
 
 
 def test_hybrid_rrf_scores_and_order() -> None:
@@ -23,6 +23,10 @@ def test_hybrid_query_terms_drop_stopwords_unless_nothing_is_left() -> None:
     assert query_terms("what is it") == ["what", "is", "it"]
     assert query_terms("...") == []
     assert len(query_terms(" ".join(f"w{i}" for i in range(100)))) == 32
+
+
+def fts5_query(text: str) -> str | None:
+    return fts5_match(query_terms(text))
 
 
 def test_hybrid_fts5_query_quotes_every_term() -> None:
