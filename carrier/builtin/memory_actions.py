@@ -170,15 +170,12 @@ async def _search(turn: Turn) -> ActionResult:
         kinds=kinds,
         exclude_ids=[turn.inbound.id] if turn.inbound is not None else (),
     )
-    visible = _visibility(turn)
-    results: list[dict[str, Any]] = []
-    for hit in hits:
-        if len(results) >= k:
-            break
-        if await visible.allows(hit.memory):
-            results.append(
-                {**_describe(hit.memory, cut=RESULT_TEXT_CHARS), "score": round(hit.score, 4)}
-            )
+    shown = {m.id for m in await _visibility(turn).filter([hit.memory for hit in hits])}
+    results = [
+        {**_describe(hit.memory, cut=RESULT_TEXT_CHARS), "score": round(hit.score, 4)}
+        for hit in hits
+        if hit.memory.id in shown
+    ][:k]
     return _output("MEMORY_SEARCH", {"results": results}, ids=[r["id"] for r in results])
 
 

@@ -76,6 +76,16 @@ class Store(ABC):
     @abstractmethod
     async def get_room(self, room_id: str) -> Room | None: ...
 
+    async def get_rooms(self, room_ids: Sequence[str]) -> dict[str, Room]:
+        """The rooms of ``room_ids`` that exist, by id. Stores read them in one query; this
+        default reads them one by one."""
+        rooms = {}
+        for room_id in dict.fromkeys(room_ids):
+            room = await self.get_room(room_id)
+            if room is not None:
+                rooms[room_id] = room
+        return rooms
+
     @abstractmethod
     async def upsert_entity(self, entity: Entity) -> None:
         """Insert or update; names are merged (a person keeps every name they were seen with)."""

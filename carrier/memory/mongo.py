@@ -239,6 +239,11 @@ class MongoStore(RankedSearch, Store):
         doc = await self._find_one(f"reading room {room_id}", "rooms", {"_id": room_id})
         return codec.room_from_doc(doc) if doc is not None else None
 
+    async def get_rooms(self, room_ids: Sequence[str]) -> dict[str, Room]:
+        ids = list(dict.fromkeys(room_ids))
+        docs = await self._find(f"reading {len(ids)} rooms", "rooms", {"_id": {"$in": ids}})
+        return {doc["_id"]: codec.room_from_doc(doc) for doc in docs}
+
     async def upsert_entity(self, entity: Entity) -> None:
         # Read, merge the names, write back only if nobody wrote in between (a revision
         # counter), else retry: concurrent sightings of one person never lose a name.

@@ -465,8 +465,8 @@ class SQLiteStore(RankedSearch, Store):
     async def _fetch(self, what: str, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
         db = self._conn()
         with self._errors(what):
-            async with db.execute(sql, params) as cursor:
-                return list(await cursor.fetchall())
+            # One trip to the connection's thread (execute, fetch and close are three).
+            return list(await db.execute_fetchall(sql, params))
 
     async def _fetch_one(
         self, what: str, sql: str, params: Sequence[Any] = ()
@@ -479,8 +479,9 @@ class SQLiteStore(RankedSearch, Store):
         db = self._conn()
         async with self._lock:
             with self._errors(what):
-                async with db.execute(sql, params) as cursor:
-                    return cursor.rowcount
+                # The statement has run once execute returns; the count is read from the
+                # finished cursor, which is dropped without a second trip to close it.
+                return (await db.execute(sql, params)).rowcount
 
     @asynccontextmanager
     async def _transaction(self, what: str) -> AsyncIterator[aiosqlite.Connection]:
@@ -569,6 +570,14 @@ class SQLiteStore(RankedSearch, Store):
             f"reading room {room_id}", "SELECT data FROM rooms WHERE id = ?", (room_id,)
         )
         return Room.model_validate_json(row["data"]) if row is not None else None
+
+    async def get_rooms(self, room_ids: Sequence[str]) -> dict[str, Room]:
+        rows = await self._fetch(
+            f"reading {len(room_ids)} rooms",
+            "SELECT id, data FROM rooms WHERE id IN (SELECT value FROM json_each(?))",
+            (json.dumps(list(room_ids)),),
+        )
+        return {row["id"]: Room.model_validate_json(row["data"]) for row in rows}
 
     async def upsert_entity(self, entity: Entity) -> None:
         async with self._transaction(f"saving entity {entity.id}") as db:
@@ -659,10 +668,9 @@ class SQLiteStore(RankedSearch, Store):
         db = self._conn()
         async with self._lock:
             with self._errors(f"adding memory {memory.id}"):
-                async with db.execute(sql, params) as cursor:
-                    row = await cursor.fetchone()
-        if row is not None:
-            return _memory_from_row(row)
+                rows = list(await db.execute_fetchall(sql, params))
+        if rows:
+            return _memory_from_row(rows[0])
         stored = await self.get_memory(memory.id)
         if stored is None:  # pragma: no cover - deleted between the two statements
             raise StoreError(f"SQLite store {self.path}: memory {memory.id} vanished on insert")

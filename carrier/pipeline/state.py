@@ -119,7 +119,8 @@ class StateComposer:
         visible = Visibility(
             store=rt.store, agent_id=rt.agent_id, room=turn.room, entity_id=turn.entity.id
         )
-        recalled = [s for s in recalled if await visible.allows(s.memory)]
+        shown = {m.id for m in await visible.filter([s.memory for s in recalled])}
+        recalled = [s for s in recalled if s.memory.id in shown]
         facts = await visible.filter(facts)
 
         state = State(recent=recent, recalled=recalled, facts=list(reversed(facts)), seed=seed)

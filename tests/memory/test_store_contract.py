@@ -152,6 +152,18 @@ async def test_store_room_round_trip_and_replace(store: Store) -> None:
     assert await store.get_room("missing") is None
 
 
+async def test_store_get_rooms_reads_the_existing_ones_by_id(store: Store) -> None:
+    rooms = [
+        Room(id=f"r{i}", agent_id=AGENT, platform="discord", platform_id=str(i), kind=kind)
+        for i, kind in enumerate((RoomKind.DM, RoomKind.GROUP, RoomKind.THREAD))
+    ]
+    for room in rooms:
+        await store.upsert_room(room)
+    found = await store.get_rooms(["r2", "missing", "r0", "r2"])
+    assert found == {"r2": rooms[2], "r0": rooms[0]}
+    assert await store.get_rooms([]) == {}
+
+
 async def test_store_entity_upsert_merges_names_in_order(store: Store) -> None:
     base: dict[str, Any] = {
         "id": "e1",
