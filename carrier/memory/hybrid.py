@@ -100,8 +100,13 @@ def relevant(
         norms = float(np.linalg.norm(vector) * np.linalg.norm(q))
         if norms > 0 and float(vector @ q) / norms >= min_cosine:
             return True
-    words = {folded(w.lower()) for w in _WORD.findall(memory.content.text or "")}
-    return any(folded(term) in words for term in terms)
+    if not terms:
+        return False
+    wanted = {folded(term) for term in terms}
+    text = (memory.content.text or "").lower()
+    if not text.isascii():
+        text = folded(text)  # once for the whole text: a knowledge fragment is ~800 words
+    return any(word in wanted for word in _WORD.findall(text))
 
 
 def candidate_count(k: int) -> int:

@@ -95,6 +95,9 @@ def test_hybrid_relevant_needs_a_close_vector_or_a_shared_word() -> None:
     far = [0.0, 1.0]
     assert relevant(memory("Ferry times to Zanzibar", far), query, ["zanzibar"], min_cosine=0.3)
     assert relevant(memory("Café hours", far), query, ["cafe"], min_cosine=0.3)  # folded
+    assert relevant(memory("CAFE\u0301 hours", far), query, ["café"], min_cosine=0.3)
+    # Whole words only: a longer word that starts with the term is not a match.
+    assert not relevant(memory("Zanzibarian ferries", far), query, ["zanzibar"], min_cosine=0.3)
     assert not relevant(memory("Ferry times", far), query, ["zanzibar"], min_cosine=0.3)
     assert relevant(memory("Ferry times", [0.8, 0.6]), query, ["zanzibar"], min_cosine=0.3)
     assert not relevant(memory("Ferry times", [0.2, 0.98]), query, [], min_cosine=0.3)
