@@ -32,6 +32,9 @@ __all__ = ["ConversationSummarizer", "summary_span"]
 
 log = logging.getLogger(__name__)
 
+_LATEST = "summaries.latest"
+"""Turn memo key: the room's newest summaries, newest first, as the provider read them."""
+
 
 @dataclass(frozen=True)
 class _Watermark:
@@ -112,10 +115,20 @@ class ConversationSummarizer:
         return ContextProvider(name="summaries", provide=self.provide, position=45)
 
     # -- what is pending ------------------------------------------------------------------------
-    async def watermark(self, store: Store, *, agent_id: str, room_id: str) -> _Watermark:
-        latest = await store.get_memories(
-            agent_id=agent_id, room_id=room_id, kinds=[MemoryKind.SUMMARY], limit=1
-        )
+    async def watermark(
+        self,
+        store: Store,
+        *,
+        agent_id: str,
+        room_id: str,
+        latest: list[Memory] | None = None,
+    ) -> _Watermark:
+        """Where the room's summaries end; ``latest``: its newest summaries, newest first, when
+        the caller has read them already."""
+        if latest is None:
+            latest = await store.get_memories(
+                agent_id=agent_id, room_id=room_id, kinds=[MemoryKind.SUMMARY], limit=1
+            )
         if not latest:
             return _Watermark()
         meta = latest[0].content.metadata
@@ -146,7 +159,11 @@ class ConversationSummarizer:
         if turn.room is None:
             return False
         rt = turn.runtime
-        mark = await self.watermark(rt.store, agent_id=rt.agent_id, room_id=turn.room.id)
+        # The provider read the latest summaries earlier in this turn; under the room's lock no
+        # summary was stored since (and an older watermark only makes run() look again).
+        mark = await self.watermark(
+            rt.store, agent_id=rt.agent_id, room_id=turn.room.id, latest=turn.memo.get(_LATEST)
+        )
         after = mark.to + timedelta(microseconds=1) if mark.to is not None else None
         newer = await rt.store.count_memories(
             agent_id=rt.agent_id, room_id=turn.room.id, kinds=[MemoryKind.MESSAGE], since=after
@@ -257,6 +274,7 @@ class ConversationSummarizer:
             kinds=[MemoryKind.SUMMARY],
             limit=self.shown,
         )
+        turn.memo[_LATEST] = latest
         recalled = {s.memory.id for s in getattr(turn.state, "recalled", [])}
         shown = [m for m in reversed(latest) if m.id not in recalled]
         if not shown:

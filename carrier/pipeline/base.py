@@ -118,6 +118,10 @@ class Turn:
     final_status: MemoryStatus = MemoryStatus.PROCESSED
     trace: dict[str, Any] = field(default_factory=dict)
     """What each stage produced, keyed by stage name (for tests, logs and the API)."""
+    memo: dict[str, Any] = field(default_factory=dict)
+    """What a plugin read in one stage and reads again in a later one of the same turn (the
+    summarizer's provider and evaluator share the room's latest summaries), so it is read once.
+    Keys are prefixed with the plugin's name."""
 
     def end(self, reason: str, *, status: MemoryStatus = MemoryStatus.IGNORED) -> None:
         """End the turn: the remaining stages are skipped (the evaluator still closes it)."""

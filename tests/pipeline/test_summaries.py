@@ -121,6 +121,30 @@ async def test_latest_summaries_are_shown_in_the_prompt(make_runtime, store) -> 
     assert section.count("- (") == min(len(summaries), 2)
 
 
+async def test_a_turn_reads_the_latest_summaries_once(make_runtime, store, monkeypatch) -> None:
+    model = model_for()
+    runtime = make_runtime(model, recent_messages=4, summary_threshold=4)
+    for i in range(12):
+        await runtime.handle(dm(f"chat {i}"))
+    assert await summaries_of(store, runtime.agent_id)
+    reads = []
+    get_memories = store.get_memories
+
+    async def counted(**kwargs):
+        if kwargs.get("kinds") == [MemoryKind.SUMMARY]:
+            reads.append(kwargs["limit"])
+        return await get_memories(**kwargs)
+
+    monkeypatch.setattr(store, "get_memories", counted)
+    result = await runtime.handle(dm("one more"))
+    # The provider's read serves the evaluator's due check; none of it was due yet.
+    assert reads == [2] and "summaries" not in result.trace
+    # An ignored turn has no provider: the due check reads for itself.
+    reads.clear()
+    await runtime.handle(group("group chatter nobody asked about"))
+    assert reads == [1]
+
+
 async def test_summary_prompt_carries_the_previous_summary(make_runtime) -> None:
     model = model_for()
     runtime = make_runtime(model, recent_messages=2, summary_threshold=3)
