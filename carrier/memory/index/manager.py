@@ -240,11 +240,11 @@ class VectorIndex:
             found = self._ann_top_k(entry.ann, vs, q, k, flt)
             if found is not None:
                 return self._hits(vs, *found)
-        mask = vs.mask(flt)
-        if vs.size > _THREAD_ROWS:
-            exact = await asyncio.to_thread(vs.top_k, q, k, mask)
+        rows = vs.rows_matching(flt)
+        if (vs.size if rows is None else rows.size) > _THREAD_ROWS:
+            exact = await asyncio.to_thread(vs.top_k, q, k, rows=rows)
         else:
-            exact = vs.top_k(q, k, mask)
+            exact = vs.top_k(q, k, rows=rows)
         return self._hits(vs, *exact)
 
     @staticmethod

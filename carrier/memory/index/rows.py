@@ -79,6 +79,46 @@ class _Codes:
         return self.codes.get(value, -1)
 
 
+class _Postings:
+    """Rows by field code (a room's rows, a kind's rows), so a filter on a small room reads its
+    rows instead of testing every row. A row is appended when it gets a code; one whose code
+    changed, or that died, stays in its old list, so readers check the rows they get."""
+
+    def __init__(self) -> None:
+        self._rows: list[np.ndarray] = []
+        self._len: list[int] = []
+
+    def add(self, codes: np.ndarray, rows: np.ndarray) -> None:
+        if not rows.size:
+            return
+        order = np.argsort(codes, kind="stable")
+        codes, rows = codes[order], rows[order]
+        distinct, starts = np.unique(codes, return_index=True)
+        for code, part in zip(distinct.tolist(), np.split(rows, starts[1:]), strict=True):
+            while len(self._rows) <= code:
+                self._rows.append(np.zeros(8, dtype=np.int64))
+                self._len.append(0)
+            held, n = self._rows[code], self._len[code]
+            if n + part.size > held.size:
+                # A new array: a reader in another thread may hold a view of the old one.
+                grown = np.zeros(max(n + part.size, 2 * held.size), dtype=np.int64)
+                grown[:n] = held[:n]
+                self._rows[code] = held = grown
+            held[n : n + part.size] = part
+            self._len[code] = n + part.size
+
+    def rows(self, code: int) -> np.ndarray:
+        """The rows listed under ``code`` (none for -1, an unknown value)."""
+        if not 0 <= code < len(self._rows):
+            return np.zeros(0, dtype=np.int64)
+        return self._rows[code][: self._len[code]]
+
+
+_POSTINGS_SHARE = 8
+"""A filtered search reads a room's (entity's, kinds') listed rows when they are fewer than
+1/8 of all rows; otherwise it tests every row, which is then about as cheap."""
+
+
 class VectorSet:
     """Unit-length vectors of ``dim`` dimensions with their memory ids and filter fields.
 
@@ -108,6 +148,9 @@ class VectorSet:
         self._room_counts = np.zeros(0, dtype=np.int64)
         self._entity_counts = np.zeros(0, dtype=np.int64)
         self._kind_counts = np.zeros(0, dtype=np.int64)
+        self._room_rows = _Postings()
+        self._entity_rows = _Postings()
+        self._kind_rows = _Postings()
 
     # -- size --------------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -197,9 +240,15 @@ class VectorSet:
         np.divide(vectors, norms, out=vectors, where=norms > 0)
         self._vectors[targets] = vectors
         self._live[targets] = True
-        self._room[targets] = [self._rooms.encode(r) for r in rows.rooms]
-        self._entity[targets] = [self._entities.encode(e) for e in rows.entities]
-        self._kind[targets] = [self._kinds.encode(k) for k in rows.kinds]
+        for codes, values, field_codes, postings in (
+            (self._room, rows.rooms, self._rooms, self._room_rows),
+            (self._entity, rows.entities, self._entities, self._entity_rows),
+            (self._kind, rows.kinds, self._kinds, self._kind_rows),
+        ):
+            new = np.array([field_codes.encode(v) for v in values], dtype=codes.dtype)
+            listed = was_live & (codes[targets] == new)  # a known row whose field kept its value
+            codes[targets] = new
+            postings.add(new[~listed], targets[~listed])
         self._created[targets] = rows.created_us
         self._tally(targets, +1)
         return targets
@@ -253,8 +302,9 @@ class VectorSet:
 
     def remove_matching(self, flt: VectorFilter) -> np.ndarray:
         """Forget every memory the filter matches; returns the rows freed."""
-        mask = self.mask(flt)
-        rows = self.live_rows() if mask is None else np.flatnonzero(mask)
+        rows = self.rows_matching(flt)
+        if rows is None:
+            rows = self.live_rows()
         for row in rows:
             memory_id = self._ids[row]
             if memory_id is not None:
@@ -312,6 +362,29 @@ class VectorSet:
                 mask[row] = False
         return mask
 
+    def rows_matching(self, flt: VectorFilter) -> np.ndarray | None:
+        """Live rows the filter matches, ascending; ``None`` when it narrows nothing. A room,
+        entity or kinds filter that keeps few rows reads their lists instead of every row."""
+        if not flt.narrows:
+            return None
+        lists = []
+        if flt.room_id is not None:
+            lists.append(self._room_rows.rows(self._rooms.get(flt.room_id)))
+        if flt.entity_id is not None:
+            lists.append(self._entity_rows.rows(self._entities.get(flt.entity_id)))
+        if flt.kinds is not None:
+            codes = [self._kinds.get(kind) for kind in flt.kinds]
+            parts = [self._kind_rows.rows(code) for code in codes if code >= 0]
+            lists.append(np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64))
+        if lists:
+            fewest = min(lists, key=len)
+            if fewest.size * _POSTINGS_SHARE < self._size:
+                rows = np.unique(fewest)  # sorted; a row listed twice (its kind changed) once
+                return rows[self.matches(rows, flt)]
+        mask = self.mask(flt)
+        assert mask is not None
+        return np.flatnonzero(mask)
+
     def matches(self, rows: np.ndarray, flt: VectorFilter) -> np.ndarray:
         """Which of ``rows`` are live and match the filter (without a mask over every row)."""
         ok = self._live[rows].copy()
@@ -326,7 +399,8 @@ class VectorSet:
         if flt.before_us is not None:
             ok &= self._created[rows] < flt.before_us
         if flt.exclude_ids:
-            ok &= np.array([self._ids[r] not in flt.exclude_ids for r in rows], dtype=bool)
+            excluded = [self._row_of.get(memory_id) for memory_id in flt.exclude_ids]
+            ok &= ~np.isin(rows, [row for row in excluded if row is not None])
         return ok
 
     def _kind_allowed(self, kinds: frozenset[str]) -> np.ndarray:
@@ -344,14 +418,22 @@ class VectorSet:
         return self._vectors[rows] @ query
 
     def top_k(
-        self, query: np.ndarray, k: int, mask: np.ndarray | None = None
+        self,
+        query: np.ndarray,
+        k: int,
+        mask: np.ndarray | None = None,
+        *,
+        rows: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Exact top-k: rows and cosine scores, best first, ties by row; ``query`` unit length.
 
-        With a mask that keeps few rows, only those rows are scored.
+        Among live rows, or those of ``mask`` (:meth:`mask`), or ``rows`` (ascending live rows,
+        :meth:`rows_matching`); when they are few, only they are scored.
         """
         n = self._size
-        if mask is None and self._live_count == n:
+        if rows is not None:
+            candidates = rows
+        elif mask is None and self._live_count == n:
             candidates = None  # every row: one matrix-vector product, no gather
         else:
             candidates = np.flatnonzero(self._live[:n] if mask is None else mask)
