@@ -237,8 +237,10 @@ def run(
     host: Annotated[str, typer.Option(help="Where the API listens.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="The API's port.")] = 8000,
 ) -> None:
-    """The main job: load personas, start each one's clients where credentials exist, run the job
-    scheduler, and serve the API and console, until Ctrl-C or SIGTERM."""
+    """Run personas: their clients, the job scheduler, the API and console.
+
+    Each persona's clients start where their credentials exist. Stops on Ctrl-C or SIGTERM.
+    """
     _quiet_ml()
     from carrier.errors import ConfigError
     from carrier.settings import load_settings

@@ -251,8 +251,12 @@ def import_cmd(
         bool, typer.Option(help="Embed memories that come without a vector, so they are recalled.")
     ] = True,
 ) -> None:
-    """Import memories from JSON Lines. Ids already stored are skipped (running it twice is safe);
-    bad lines are reported with their numbers and the rest are imported (exit 1 if any were bad)."""
+    """Import memories from JSON Lines.
+
+    Ids already stored are skipped, so running it twice is safe.
+
+    Bad lines are reported with their numbers and the rest are imported (exit 1 if any were bad).
+    """
     from carrier.memory.rights import ImportReport, import_memories
 
     if not file.is_file():
@@ -295,8 +299,12 @@ def forget_cmd(
     ] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
 ) -> None:
-    """Forget a person: every message they sent, every fact about them, the agent's replies to
-    them and the summaries that retell them, in every room of the agent."""
+    """Forget a person, in every room of the agent.
+
+    Deletes the messages they sent, the facts about them and the agent's replies to them.
+
+    Summaries that retell them and their entity record (names, memberships) go too.
+    """
     from carrier.memory.rights import ForgetReport, entity_id_for, forget_entity
 
     if not yes:
@@ -329,8 +337,10 @@ def reindex_cmd(
         ),
     ] = None,
 ) -> None:
-    """Re-embed memories made by another embedding model, with a progress bar (vectors of
-    different models are never compared, so until then those memories are not recalled)."""
+    """Re-embed memories made by another embedding model, with a progress bar.
+
+    Vectors of different models are never compared: until then, those memories are not recalled.
+    """
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,

@@ -43,8 +43,9 @@ def sync(
 ) -> None:
     """Register the slash commands (/ask, /persona, /forget, /mute, /unmute) with Discord.
 
-    Run it once after inviting the bot and again after upgrading Carrier; it is not done on every
-    start because global registration is rate limited and slow to spread.
+    Run it once after inviting the bot and again after upgrading Carrier.
+
+    It is not done on every start: global registration is rate limited and slow to spread.
     """
     from carrier.character import load_character
     from carrier.errors import CarrierError
