@@ -21,6 +21,7 @@ from carrier.errors import StoreError
 from carrier.types import utcnow
 
 __all__ = [
+    "CHANGES_TTL_S",
     "COLLECTIONS",
     "INDEXES",
     "MIGRATIONS",
@@ -34,6 +35,9 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 Database = AsyncDatabase[dict[str, Any]]
+
+CHANGES_TTL_S = 7 * 86_400
+"""How long the change log keeps an entry (a process idle for longer reloads its vectors)."""
 
 INDEXES: dict[str, tuple[IndexModel, ...]] = {
     "agents": (),
@@ -103,6 +107,14 @@ INDEXES: dict[str, tuple[IndexModel, ...]] = {
             name="memories_vectors",
         ),
     ),
+    # What a process changed or deleted, for the other processes' in-process vector indexes
+    # (MongoStore._poll_changes); each entry expires after CHANGES_TTL_S.
+    "memory_changes": (
+        IndexModel([("agent_id", ASCENDING), ("_id", ASCENDING)], name="memory_changes_agent"),
+        IndexModel(
+            [("at", ASCENDING)], name="memory_changes_ttl", expireAfterSeconds=CHANGES_TTL_S
+        ),
+    ),
     "settings": (),
     "meta": (),
 }
@@ -122,7 +134,12 @@ async def _recall(db: Database) -> None:
     indexes, ``memories_text`` (made by :func:`detect_text_search` on every open)."""
 
 
-MIGRATIONS: tuple[Migration, ...] = (_initial, _recall)
+async def _changes(db: Database) -> None:
+    """3: the ``memory_changes`` log (in :data:`INDEXES`), through which other processes' vector
+    indexes learn of updated and deleted memories."""
+
+
+MIGRATIONS: tuple[Migration, ...] = (_initial, _recall, _changes)
 """Data migrations: step ``i`` (0-based) brings a database to version ``i + 1``. Append only."""
 
 SCHEMA_VERSION = len(MIGRATIONS)

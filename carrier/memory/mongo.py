@@ -14,11 +14,12 @@ collections, indexes and the schema version in ``_mongo_schema.py``.
 Vector search (``_mongo_search.py``): where the server runs ``$vectorSearch`` (detected on
 :meth:`~MongoStore.open`, :attr:`MongoStore.supports_vector_search`) the store creates a vector
 search index per dimension and searches in the server; elsewhere it keeps the agent's vectors in an
-in-process :class:`~carrier.memory.index.VectorIndex`, kept in step with this store's writes. That
-index sees memories other processes insert (it polls for them, at most once a second), but not
-their updates or deletions until it is reloaded: run one worker per database, or use a server with
-``$vectorSearch``, when several processes write memories. Full-text search uses a text index where
-the server has them (:attr:`MongoStore.supports_text_search`).
+in-process :class:`~carrier.memory.index.VectorIndex`, kept in step with this store's writes.
+What other processes write (a worker beside the API, ``carrier memory forget``, a reindex) reaches
+that index at most a second later, when a search polls: memories inserted since the last poll, and
+the ``memory_changes`` log of memories updated or deleted (each process logs its own; entries
+expire after a week, and an agent not searched for that long loads its vectors anew). Full-text
+search uses a text index where the server has them (:attr:`MongoStore.supports_text_search`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractContextManager, suppress
 from datetime import UTC, datetime, timedelta
@@ -43,6 +45,7 @@ from carrier.errors import StoreError
 from carrier.memory import _mongo_codec as codec
 from carrier.memory import _mongo_search as search
 from carrier.memory._mongo_schema import (
+    CHANGES_TTL_S,
     SCHEMA_VERSION,
     detect_text_search,
     detect_vector_search,
@@ -69,9 +72,14 @@ logger = logging.getLogger(__name__)
 
 _MERGE_ATTEMPTS = 20
 _POLL_INTERVAL_S = 1.0
-"""How often the in-process vector index looks for memories other processes inserted."""
+"""How often the in-process vector index looks for what other processes wrote."""
 _POLL_SLACK_S = 10.0
 """How far back each poll looks (ObjectIds carry the inserting machine's clock, in seconds)."""
+_POLL_HORIZON_S = CHANGES_TTL_S - 86_400
+"""An agent not searched for longer than this reloads its vectors: the change log may have
+dropped entries since its last poll."""
+_CHANGE_IDS = 10_000
+"""Memory ids per change log entry."""
 _VECTOR_INDEX_RECHECK_S = 10.0
 
 Document = dict[str, Any]
@@ -103,7 +111,11 @@ class MongoStore(RankedSearch, Store):
         self._vector_index_ready: dict[int, float] = {}
         """Per dimension: when the ``$vectorSearch`` index was last seen not queryable (0: it is)."""
         self._polled: dict[str, float] = {}
-        """Per agent: monotonic time of the last poll for other processes' inserts."""
+        """Per agent: monotonic time of the last poll for other processes' writes."""
+        self._writer = uuid.uuid4().hex
+        """Marks this store's change log entries, which its own polls skip."""
+        self._applied: dict[ObjectId, None] = {}
+        """Change log entries applied, until they are older than any later poll looks."""
 
     def __repr__(self) -> str:
         return f"MongoStore({self._where!r})"
@@ -227,6 +239,7 @@ class MongoStore(RankedSearch, Store):
             result = await self._col("agents").delete_one({"_id": agent_id})
         if self.vectors is not None:
             self.vectors.drop_agent(agent_id)
+        await self._log_change(agent_id, dropped=True)
         return result.deleted_count > 0
 
     # -- rooms, entities, participants -----------------------------------------------------
@@ -359,6 +372,7 @@ class MongoStore(RankedSearch, Store):
             )
         if result.matched_count:
             self._index_memory(memory)
+            await self._log_change(memory.agent_id, ids=[memory.id])
 
     async def set_memory_status(
         self, memory_id: str, status: MemoryStatus, *, error: str | None = None
@@ -421,7 +435,7 @@ class MongoStore(RankedSearch, Store):
                 docs = await (await memories.aggregate(pipeline)).to_list()
                 return [(doc["_id"], float(doc["score"])) for doc in docs]
             if self.vectors is not None:
-                await self._poll_inserts(query.agent_id)
+                await self._poll_changes(query.agent_id)
                 found = await search_index(self.vectors, query, embedding, embedding_model, k)
                 if found is not None:
                     return found
@@ -498,8 +512,25 @@ class MongoStore(RankedSearch, Store):
             ),
         )
 
-    async def _poll_inserts(self, agent_id: str) -> None:
-        """Add memories that other processes inserted since the last poll to the vector index."""
+    async def _log_change(
+        self, agent_id: str, *, ids: Sequence[str] = (), dropped: bool = False
+    ) -> None:
+        """Tell other processes' vector indexes that these memories changed or are gone (or that
+        the agent was deleted). Servers with ``$vectorSearch`` search in the server: no log."""
+        if self.vectors is None or not (ids or dropped):
+            return
+        entry = {"agent_id": agent_id, "writer": self._writer, "at": utcnow()}
+        entries = [entry | {"dropped": True}] if dropped else []
+        entries += [
+            entry | {"ids": list(ids[start : start + _CHANGE_IDS])}
+            for start in range(0, len(ids), _CHANGE_IDS)
+        ]
+        with self._errors("logging changed memories"):
+            await self._col("memory_changes").insert_many(entries)
+
+    async def _poll_changes(self, agent_id: str) -> None:
+        """Bring the vector index up to what other processes wrote since the last poll: the
+        memories they inserted, and those the change log says they changed or deleted."""
         assert self.vectors is not None
         now = time.monotonic()
         if not self.vectors.has_agent(agent_id):
@@ -509,14 +540,42 @@ class MongoStore(RankedSearch, Store):
         if now - last < _POLL_INTERVAL_S:
             return
         self._polled[agent_id] = now
-        since = datetime.now(UTC) - timedelta(seconds=now - last + _POLL_SLACK_S)
+        if now - last > _POLL_HORIZON_S:
+            self.vectors.reset(agent_id)  # the log may have lost entries: load anew
+            return
+        since = ObjectId.from_datetime(
+            datetime.now(UTC) - timedelta(seconds=now - last + _POLL_SLACK_S)
+        )
         docs = await self._find(
             "polling for new memories",
             "memories",
-            {"agent_id": agent_id, "seq": {"$gte": ObjectId.from_datetime(since)}},
+            {"agent_id": agent_id, "seq": {"$gte": since}},
         )
         for doc in docs:
             self._index_memory(codec.memory_from_doc(doc))
+        changes = await self._find(
+            "reading the change log",
+            "memory_changes",
+            {"agent_id": agent_id, "_id": {"$gte": since}, "writer": {"$ne": self._writer}},
+            sort=[("_id", 1)],
+        )
+        fresh = [change for change in changes if change["_id"] not in self._applied]
+        self._applied.update(dict.fromkeys(change["_id"] for change in fresh))
+        # Entries older than the slack are never read again (later polls start later).
+        horizon = ObjectId.from_datetime(datetime.now(UTC) - timedelta(seconds=_POLL_SLACK_S))
+        for key in [key for key in self._applied if key < horizon]:
+            del self._applied[key]
+        if any(change.get("dropped") for change in fresh):
+            self.vectors.reset(agent_id)  # the agent was deleted (and maybe made anew)
+            return
+        ids = list(dict.fromkeys(i for change in fresh for i in change.get("ids", ())))
+        if not ids:
+            return
+        current = await self._find("reading changed memories", "memories", {"_id": {"$in": ids}})
+        for doc in current:
+            self._index_memory(codec.memory_from_doc(doc))
+        present = {doc["_id"] for doc in current}
+        self.vectors.remove([i for i in ids if i not in present], agent_id=agent_id)
 
     async def _count_vectors(self, agent_id: str, model: str, dim: int) -> int:
         col = self._col("memories")
@@ -564,10 +623,13 @@ class MongoStore(RankedSearch, Store):
     async def delete_memory(self, memory_id: str) -> bool:
         col = self._col("memories")
         with self._errors(f"deleting memory {memory_id}"):
-            result = await col.delete_one({"_id": memory_id})
+            deleted = await col.find_one_and_delete({"_id": memory_id}, {"agent_id": 1})
+        if deleted is None:
+            return False
         if self.vectors is not None:
-            self.vectors.remove([memory_id])
-        return result.deleted_count > 0
+            self.vectors.remove([memory_id], agent_id=deleted["agent_id"])
+        await self._log_change(deleted["agent_id"], ids=[memory_id])
+        return True
 
     async def delete_memories(
         self,
@@ -582,7 +644,15 @@ class MongoStore(RankedSearch, Store):
             return 0
         col = self._col("memories")
         with self._errors("deleting memories"):
+            # Their ids, for other processes' vector indexes (one inserted between the two
+            # statements is deleted unlisted: their searches then just drop it when reading it).
+            ids = (
+                [doc["_id"] for doc in await col.find(query, {"_id": 1}).to_list()]
+                if self.vectors is not None
+                else []
+            )
             result = await col.delete_many(query)
+        await self._log_change(agent_id, ids=ids)
         if self.vectors is not None:
             self.vectors.remove_matching(
                 agent_id,

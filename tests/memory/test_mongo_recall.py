@@ -7,6 +7,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator, Iterator
 
+import numpy as np
 import pytest
 
 pytest.importorskip("pymongo", reason="pymongo is not installed: pip install -e '.[dev]'")
@@ -21,14 +22,12 @@ MODEL = "m:3"
 
 
 def _memory(text: str, vector: list[float], **fields: object) -> Memory:
+    values: dict[str, object] = {"agent_id": "a", "room_id": "r", "entity_id": "e"} | fields
     return Memory(
-        agent_id="a",
-        room_id="r",
-        entity_id="e",
         content=Content(text=text),
         embedding=vector,
         embedding_model=MODEL,
-        **fields,  # type: ignore[arg-type]
+        **values,  # type: ignore[arg-type]
     )
 
 
@@ -71,6 +70,68 @@ async def test_mongo_index_sees_other_processes_inserts(
         agent_id="a", embedding=[0.0, 1.0, 0.0], embedding_model=MODEL, k=1
     )
     assert [h.memory.content.text for h in hits] == ["theirs"]
+
+
+async def test_mongo_index_sees_other_processes_updates_and_deletions(
+    database_uri: str, store: MongoStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(mongo_module, "_POLL_INTERVAL_S", 0.0)
+    moves = await store.add_memory(_memory("moves", [1.0, 0.0, 0.0]))
+    goes = await store.add_memory(_memory("goes", [0.0, 1.0, 0.0]))
+    room = await store.add_memory(_memory("in r2", [0.0, 0.7, 0.7], room_id="r2"))
+    stays = await store.add_memory(_memory("stays", [0.6, 0.8, 0.0]))
+    await store.search_memories(agent_id="a", embedding=[1.0, 0, 0], embedding_model=MODEL)
+    assert store.vectors is not None
+
+    async def indexed(query: list[float]) -> dict[str, float]:
+        assert store.vectors is not None
+        hits = await store.vectors.search(
+            agent_id="a", model=MODEL, query=np.array(query, dtype=np.float32), k=10
+        )
+        assert hits is not None
+        return {memory_id: round(score, 3) for memory_id, score in hits}
+
+    assert set(await indexed([0, 1.0, 0])) == {moves.id, goes.id, room.id, stays.id}
+    async with MongoStore.from_url(database_uri) as other:  # another process
+        await other.update_memory(moves.model_copy(update={"embedding": [0.0, 0.0, 1.0]}))
+        assert await other.delete_memory(goes.id)
+        assert await other.delete_memories(agent_id="a", room_id="r2") == 1
+    # The next search polls: the moved vector is searched where it is now, the deleted are gone.
+    hits = await store.search_memories(
+        agent_id="a", embedding=[0.0, 0.0, 1.0], embedding_model=MODEL, k=1
+    )
+    assert [h.memory.content.text for h in hits] == ["moves"]
+    assert await indexed([0, 0, 1.0]) == {moves.id: 1.0, stays.id: 0.0}
+    # Its own writes are in step already; the log's entries are for the others.
+    await store.update_memory(stays.model_copy(update={"embedding": [0.0, 0.0, 1.0]}))
+    assert await indexed([0, 0, 1.0]) == {moves.id: 1.0, stays.id: 1.0}
+
+
+async def test_mongo_index_reloads_after_another_process_deletes_the_agent(
+    database_uri: str, store: MongoStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(mongo_module, "_POLL_INTERVAL_S", 0.0)
+    await store.add_memory(_memory("old life", [1.0, 0.0, 0.0]))
+    await store.search_memories(agent_id="a", embedding=[1.0, 0, 0], embedding_model=MODEL)
+    async with MongoStore.from_url(database_uri) as other:
+        await other.delete_agent("a")
+        await other.add_memory(_memory("new life", [1.0, 0.0, 0.0]))
+    hits = await store.search_memories(agent_id="a", embedding=[1.0, 0, 0], embedding_model=MODEL)
+    assert [h.memory.content.text for h in hits] == ["new life"]
+    assert store.vectors is not None and store.vectors.loaded("a", MODEL, 3)
+    assert len(await store.vectors.search(agent_id="a", model=MODEL, query=np.ones(3), k=5)) == 1
+
+
+async def test_mongo_index_idle_past_the_change_log_reloads(
+    store: MongoStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(mongo_module, "_POLL_INTERVAL_S", 0.0)
+    await store.add_memory(_memory("x", [1.0, 0.0, 0.0]))
+    await store.search_memories(agent_id="a", embedding=[1.0, 0, 0], embedding_model=MODEL)
+    assert store.vectors is not None and store.vectors.has_agent("a")
+    monkeypatch.setattr(mongo_module, "_POLL_HORIZON_S", -1.0)  # as if idle past the log
+    hits = await store.search_memories(agent_id="a", embedding=[1.0, 0, 0], embedding_model=MODEL)
+    assert [h.memory.content.text for h in hits] == ["x"]  # read again from the database
 
 
 async def test_mongo_text_search_without_a_text_index(store: MongoStore) -> None:
