@@ -25,7 +25,7 @@ from carrier.llm.parse import ParsedResponse, format_instructions, parse_respons
 from carrier.memory.base import Store
 from carrier.memory.embedder import Embedder
 from carrier.pipeline.actions import ActionManager
-from carrier.pipeline.base import ChunkCallback, Stage, Turn
+from carrier.pipeline.base import ChunkCallback, HookPoint, Stage, Turn, run_hooks
 from carrier.pipeline.evaluate import EvaluatorStage
 from carrier.pipeline.generate import Generator, offered_tools
 from carrier.pipeline.message import MessageManager
@@ -280,6 +280,10 @@ class AgentRuntime:
                     started = time.perf_counter()
                     await self.closer.process(turn)
                     timings[self.closer.name] = _ms_since(started)
+                    # Last, so that the hooks see the whole turn (its timings included).
+                    await run_hooks(
+                        self.registry.hooks_for(HookPoint.ON_TURN_END), HookPoint.ON_TURN_END, turn
+                    )
                 except Exception as exc:
                     log.exception("%s: turn failed for message %s", self.character.name, inbound.id)
                     await self.store.set_memory_status(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import time
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 
 from carrier.pipeline.base import HookPoint, HookResult, Turn
 from carrier.plugins import Plugin
@@ -42,10 +43,22 @@ class Metrics:
         self.errors: dict[str, int] = defaultdict(int)
         self.tokens: dict[str, int] = {"prompt": 0, "completion": 0}
         self.cost_usd = 0.0
+        self.stage_ms: dict[str, float] = defaultdict(float)
+        self.stage_count: dict[str, int] = defaultdict(int)
         self.started = time.time()
 
-    def observe_turn(self, agent: str, status: str, seconds: float, usage: Usage) -> None:
+    def observe_turn(
+        self,
+        agent: str,
+        status: str,
+        seconds: float,
+        usage: Usage,
+        stages_ms: dict[str, float] | None = None,
+    ) -> None:
         self.turns[(agent, status)] += 1
+        for stage, ms in (stages_ms or {}).items():
+            self.stage_ms[stage] += ms
+            self.stage_count[stage] += 1
         for i, bound in enumerate(BUCKETS):
             if seconds <= bound:
                 self.buckets[i] += 1
@@ -64,7 +77,13 @@ class Metrics:
 
         async def observe(point: HookPoint, turn: Turn) -> HookResult | None:
             seconds = max(0.0, (utcnow() - turn.message.received_at).total_seconds())
-            self.observe_turn(turn.runtime.agent_id, str(turn.final_status), seconds, turn.usage)
+            self.observe_turn(
+                turn.runtime.agent_id,
+                str(turn.final_status),
+                seconds,
+                turn.usage,
+                turn.trace.get("timings_ms"),
+            )
             return None
 
         return Plugin(
@@ -73,7 +92,8 @@ class Metrics:
             description="Counts turns, their duration, tokens and cost for GET /metrics.",
         )
 
-    def render(self) -> str:
+    def render(self, vectors: Sequence[Mapping[str, object]] = ()) -> str:
+        """The metrics; ``vectors``: :meth:`~carrier.memory.base.Store.vector_stats`."""
         lines = [
             "# HELP carrier_turns_total Turns finished, by agent and final message status.",
             "# TYPE carrier_turns_total counter",
@@ -104,5 +124,33 @@ class Metrics:
             "# HELP carrier_cost_usd_total Model cost in US dollars.",
             "# TYPE carrier_cost_usd_total counter",
             f"carrier_cost_usd_total {_num(self.cost_usd)}",
+            "# HELP carrier_turn_stage_seconds Where turns spend their time, by pipeline stage.",
+            "# TYPE carrier_turn_stage_seconds summary",
         ]
+        for stage in sorted(self.stage_count):
+            label = f'{{stage="{_label(stage)}"}}'
+            lines += [
+                f"carrier_turn_stage_seconds_sum{label} {_num(self.stage_ms[stage] / 1000)}",
+                f"carrier_turn_stage_seconds_count{label} {self.stage_count[stage]}",
+            ]
+        lines += [
+            "# HELP carrier_vector_rows Memories held in the in-process vector index.",
+            "# TYPE carrier_vector_rows gauge",
+            "# HELP carrier_vector_bytes Memory the vector index holds (rows, ANN graph).",
+            "# TYPE carrier_vector_bytes gauge",
+            "# HELP carrier_vector_ann_ready 1 once the ANN index answers (else searches are exact).",
+            "# TYPE carrier_vector_ann_ready gauge",
+        ]
+        for entry in vectors:
+            label = (
+                f'agent="{_label(str(entry["agent_id"]))}",model="{_label(str(entry["model"]))}"'
+            )
+            if entry["rows"] is None:  # still loading
+                continue
+            lines += [
+                f"carrier_vector_rows{{{label}}} {entry['rows']}",
+                f'carrier_vector_bytes{{{label},part="rows"}} {entry["bytes"]}',
+                f'carrier_vector_bytes{{{label},part="ann"}} {entry["ann_bytes"]}',
+                f"carrier_vector_ann_ready{{{label}}} {int(bool(entry['ann']))}",
+            ]
         return "\n".join(lines) + "\n"

@@ -73,6 +73,12 @@ class RankedSearch:
     """``search_memories`` and ``search_hybrid`` of :class:`~carrier.memory.base.Store` over
     three store-specific steps; see the module docstring."""
 
+    vectors: VectorIndex | None
+    """The in-process vector index, where the store keeps one."""
+
+    def vector_stats(self) -> list[dict[str, object]]:
+        return self.vectors.stats() if self.vectors is not None else []
+
     async def search_memories(
         self,
         *,

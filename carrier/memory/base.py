@@ -228,6 +228,12 @@ class Store(ABC):
         now rather than on the first search; returns when it is ready. A no-op where nothing
         needs loading. Call it at agent start, in the background, to make the first recall fast."""
 
+    def vector_stats(self) -> list[dict[str, object]]:
+        """What the in-process vector index holds, one entry per agent and model: ``agent_id``,
+        ``model``, ``dim``, ``rows``, ``bytes``, ``ann`` (its ANN index is ready), ``ann_bytes``.
+        Empty where nothing is held in process (a server that searches, or nothing loaded)."""
+        return []
+
     async def count_stale_embeddings(
         self, *, embedding_model: str, agent_id: str | None = None
     ) -> int:

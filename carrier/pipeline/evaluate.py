@@ -1,12 +1,12 @@
 """Stage 5, the evaluator: record the replies (once), run the post-turn evaluators, and close the
 inbound message (processed, ignored or failed). It runs for every turn, also one that ended early,
-so every stored message reaches a final status."""
+so every stored message reaches a final status; the runtime then runs the ``on_turn_end`` hooks."""
 
 from __future__ import annotations
 
 import logging
 
-from carrier.pipeline.base import HookPoint, Turn, run_hooks
+from carrier.pipeline.base import Turn
 from carrier.types import Memory, MemoryKind, MemoryStatus, stable_id
 
 __all__ = ["EvaluatorStage"]
@@ -44,7 +44,6 @@ class EvaluatorStage:
             "status": status.value,
             "ended": turn.ended,
         }
-        await run_hooks(rt.registry.hooks_for(HookPoint.ON_TURN_END), HookPoint.ON_TURN_END, turn)
 
     async def _store_replies(self, turn: Turn) -> list[Memory]:
         rt = turn.runtime

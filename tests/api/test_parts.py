@@ -74,3 +74,22 @@ def test_metrics_histogram_is_cumulative_and_labels_escaped() -> None:
     assert 'carrier_turn_seconds_bucket{le="+Inf"} 2' in text
     assert 'carrier_tokens_total{kind="completion"} 7' in text
     assert "carrier_cost_usd_total 0.25" in text
+
+
+def test_metrics_sum_stage_times_and_show_the_vector_index() -> None:
+    metrics = Metrics()
+    metrics.observe_turn("a", "processed", 0.1, Usage(), {"message": 20.0, "state": 10.0})
+    metrics.observe_turn("a", "ignored", 0.1, Usage(), {"message": 30.0})
+    text = metrics.render(
+        [
+            {"agent_id": "a", "model": "m:3", "rows": 5, "bytes": 60, "ann": False, "ann_bytes": 0},
+            {"agent_id": "b", "model": "m:3", "rows": None, "bytes": 0, "ann": False},  # loading
+        ]
+    )
+    assert 'carrier_turn_stage_seconds_sum{stage="message"} 0.05' in text
+    assert 'carrier_turn_stage_seconds_count{stage="message"} 2' in text
+    assert 'carrier_turn_stage_seconds_sum{stage="state"} 0.01' in text
+    assert 'carrier_vector_rows{agent="a",model="m:3"} 5' in text
+    assert 'carrier_vector_bytes{agent="a",model="m:3",part="rows"} 60' in text
+    assert 'carrier_vector_ann_ready{agent="a",model="m:3"} 0' in text
+    assert 'agent="b"' not in text

@@ -81,4 +81,5 @@ async def _agents(state: ApiState) -> list[AgentHealth] | None:
     },
 )
 async def metrics(state: State, _: Annotated[Principal, Depends(admin_only)]) -> PlainTextResponse:
-    return PlainTextResponse(state.metrics.render(), media_type=CONTENT_TYPE)
+    vectors = state.manager.store.vector_stats()
+    return PlainTextResponse(state.metrics.render(vectors), media_type=CONTENT_TYPE)
