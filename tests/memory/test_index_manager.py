@@ -224,8 +224,8 @@ async def test_index_is_saved_and_reloaded_when_unchanged(tmp_path: Path) -> Non
     first = new_index()
     await first.prepare(AGENT, MODEL, DIM)
     await first.close()
-    files = sorted(p.name for p in (tmp_path / "vectors").rglob("*"))
-    assert files == ["agent.json", "agent.usearch", "m_32-32"]
+    [saved] = (tmp_path / "vectors" / "m_32-32" / "agent").iterdir()  # named by its rows
+    assert saved.name.startswith("v1-") and saved.suffix == ".usearch"
     assert built == [DIM]
 
     second = new_index()
@@ -241,6 +241,85 @@ async def test_index_is_saved_and_reloaded_when_unchanged(tmp_path: Path) -> Non
     third = new_index()
     await third.prepare(AGENT, MODEL, DIM)
     assert built == [DIM, DIM]  # out of date: rebuilt
+    [resaved] = (tmp_path / "vectors" / "m_32-32" / "agent").iterdir()
+    assert resaved != saved  # other rows, another file; the old one is gone
     third.drop_agent(AGENT)
     assert not list((tmp_path / "vectors").rglob("*.usearch"))
     await third.close()
+
+
+class GatedSave:
+    """Wraps an ANN index; its save waits for a gate and fails the test if the graph changes
+    meanwhile (the graph is not safe to change while it is being written)."""
+
+    def __init__(self, inner: AnnIndex) -> None:
+        self.inner = inner
+        self.gate = threading.Event()
+        self.saving = threading.Event()
+        self.changed_while_saving = False
+
+    def __len__(self) -> int:
+        return len(self.inner)
+
+    def add(self, keys: np.ndarray, vectors: np.ndarray, **options: object) -> None:
+        self.changed_while_saving |= self.saving.is_set()
+        self.inner.add(keys, vectors, **options)  # type: ignore[call-arg]
+
+    def remove(self, keys: np.ndarray) -> None:
+        self.changed_while_saving |= self.saving.is_set()
+        self.inner.remove(keys)
+
+    def search(self, query: np.ndarray, count: int) -> np.ndarray:
+        return self.inner.search(query, count)
+
+    def save(self, path: Path) -> None:
+        self.saving.set()
+        self.gate.wait(timeout=30)
+        self.inner.save(path)
+        self.saving.clear()
+
+    @property
+    def memory_bytes(self) -> int:
+        return self.inner.memory_bytes
+
+
+async def test_index_holds_changes_while_saving_and_searches_them_exactly(tmp_path: Path) -> None:
+    source = Source(clustered(2000))
+    made: list[GatedSave] = []
+
+    def factory(dim: int) -> AnnIndex | None:
+        inner = default_ann(dim)
+        assert inner is not None
+        made.append(GatedSave(inner))
+        return made[-1]  # type: ignore[return-value]
+
+    index = VectorIndex(
+        load=source.load,
+        count=source.count,
+        directory=tmp_path / "vectors",
+        ann_rows=500,
+        persist_rows=500,
+        wait_rows=10**6,
+        ann_factory=factory,
+    )
+    await index.prepare(AGENT, MODEL, DIM, ann=False)
+    building = asyncio.create_task(index.prepare(AGENT, MODEL, DIM))
+    [ann] = made
+    assert await asyncio.to_thread(ann.saving.wait, 30)  # built; now writing the file
+    assert index.ann_ready(AGENT, MODEL, DIM)
+    fresh = clustered(1, seed=42)
+    index.upsert(AGENT, MODEL, VectorRows(["new"], ["r0"], ["e"], ["fact"], [0], fresh))
+    index.remove(["m5"], agent_id=AGENT)
+    hits = await index.search(agent_id=AGENT, model=MODEL, query=fresh[0], k=3)
+    assert hits is not None and hits[0][0] == "new"  # held, searched exactly
+    hits = await index.search(agent_id=AGENT, model=MODEL, query=source.vectors[5], k=3)
+    assert hits is not None and "m5" not in {i for i, _ in hits}
+    ann.gate.set()
+    await building
+    assert not ann.changed_while_saving
+    # Added to the graph once written; the file written meanwhile is not kept (its name would
+    # promise rows it lacks), and closing saves again.
+    assert ann.search(fresh[0], 1).tolist() == [2000]
+    assert not list((tmp_path / "vectors").rglob("*.usearch"))
+    await index.close()
+    assert len(list((tmp_path / "vectors").rglob("*.usearch"))) == 1

@@ -8,8 +8,12 @@ waits for a large load; a set small enough to load in a blink (``wait_rows``) is
 
 Once a set holds ``ann_rows`` vectors an ANN index (:mod:`carrier.memory.index.ann`) is built in a
 worker thread; searches stay exact until it is ready, and rows that change during the build are
-re-added after it. An index of ``persist_rows`` or more is saved beside the database and reloaded
-on the next start when the rows it was built from are unchanged (a fingerprint of ids and vectors).
+re-added after it. An index of ``persist_rows`` or more is saved beside the database, in a file
+named by a fingerprint of the rows it was built from (ids and vectors), and reloaded on the next
+start when the rows match one. Saving happens in a worker thread too; the graph is not changed
+meanwhile (an ANN graph is not safe to change while it is read): rows that change are searched
+exactly beside it and added once the file is written. Processes that share the directory each
+write their own file (named by their rows) and never read another's half-written one.
 
 Filters: one set per agent makes the agent filter free. The other filters (room, entity, kinds,
 time, excluded ids) are applied to ANN candidates after the fact, over-fetching by the inverse of
@@ -22,12 +26,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import math
+import os
 import re
 import shutil
 import sys
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,7 +83,8 @@ class _Entry:
     """Set when ready to search."""
     building: asyncio.Task[None] | None = None
     changed: set[int] | None = None
-    """Rows changed while the ANN index was being built (None when no build runs)."""
+    """Rows changed while the ANN index was built or saved, not in it yet (None: no build or save
+    runs). During a save they are searched exactly beside the index."""
     dirty: bool = False
     """The ANN index differs from its saved file."""
     ann_failed: bool = False
@@ -237,7 +243,7 @@ class VectorIndex:
         if k <= 0 or len(vs) == 0:
             return []
         if entry.ann is not None:
-            found = self._ann_top_k(entry.ann, vs, q, k, flt)
+            found = self._ann_top_k(entry.ann, vs, q, k, flt, entry.changed)
             if found is not None:
                 return self._hits(vs, *found)
         rows = vs.rows_matching(flt)
@@ -256,10 +262,18 @@ class VectorIndex:
         return hits
 
     def _ann_top_k(
-        self, ann: AnnIndex, vs: VectorSet, q: np.ndarray, k: int, flt: VectorFilter
+        self,
+        ann: AnnIndex,
+        vs: VectorSet,
+        q: np.ndarray,
+        k: int,
+        flt: VectorFilter,
+        held: set[int] | None = None,
     ) -> tuple[np.ndarray, np.ndarray] | None:
-        """ANN candidates, filtered and re-scored exactly; None when exact search is better."""
+        """ANN candidates (and the ``held`` rows, not in the index yet), filtered and re-scored
+        exactly; None when exact search is better."""
         live = len(vs)
+        extra = np.fromiter(held, dtype=np.int64) if held else None
         matching = vs.estimate(flt)
         if matching == 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
@@ -273,6 +287,8 @@ class VectorIndex:
                 ann.expansion_search = max(ef_search, count)
             rows = ann.search(q, count)
             rows = rows[(rows >= 0) & (rows < vs.size)]
+            if extra is not None:
+                rows = np.union1d(rows, extra[extra < vs.size])
             rows = rows[vs.matches(rows, flt)] if flt.narrows else rows[vs.is_live(rows)]
             if rows.size >= k or count >= live:
                 scores = vs.scores(q, rows)
@@ -313,10 +329,10 @@ class VectorIndex:
         """Forget an agent's sets (and their saved indexes): the agent was deleted."""
         for key in [key for key in self._entries if key[0] == agent_id]:
             self._forget(key)
-            path = self._path(key)
-            if path is not None:
-                for file in (path, path.with_suffix(".json")):
-                    file.unlink(missing_ok=True)
+            folder = self._folder(key)
+            if folder is not None:
+                shutil.rmtree(folder, ignore_errors=True)
+                _remove_old_layout(folder)
 
     def reset(self, agent_id: str | None = None) -> None:
         """Forget every set (of ``agent_id``, or of all agents); each loads again on its next
@@ -393,6 +409,7 @@ class VectorIndex:
             if entry.cancelled:
                 return
             changed = np.fromiter(entry.changed or (), dtype=np.int64)
+            entry.changed = None  # from now on changes go to the index (or to a save's hold)
             if changed.size:
                 self._apply_rows(ann, vs, changed)
             entry.ann = ann
@@ -415,39 +432,48 @@ class VectorIndex:
             entry.changed = None
             entry.building = None
 
-    def _path(self, key: _Key) -> Path | None:
+    def _folder(self, key: _Key) -> Path | None:
+        """Where a set's saved indexes go (one file, named by the rows' fingerprint)."""
         if self.directory is None:
             return None
         agent_id, model, dim = key
-        return self.directory / f"{_safe(model)}-{dim}" / f"{_safe(agent_id)}.usearch"
+        return self.directory / f"{_safe(model)}-{dim}" / _safe(agent_id)
 
     async def _restore(self, entry: _Entry, vs: VectorSet) -> AnnIndex | None:
-        path = self._path(entry.key)
-        if path is None or len(vs) < self.persist_rows or not path.exists():
+        folder = self._folder(entry.key)
+        if folder is None or len(vs) < self.persist_rows or not folder.is_dir():
             return None
-        manifest_path = path.with_suffix(".json")
-        try:
-            manifest = json.loads(manifest_path.read_text())
-        except (OSError, ValueError):
-            return None
-        digest = await asyncio.to_thread(vs.digest)
-        if manifest.get("format") != _FORMAT or manifest.get("digest") != digest:
-            logger.info("saved vector index %s is out of date; rebuilding it", path)
+        path = _file(folder, await asyncio.to_thread(vs.digest))
+        if not path.exists():
+            logger.info("no saved vector index matches the rows in %s; building one", folder)
             return None
         return await asyncio.to_thread(USearchIndex.restore, path, vs.dim)
 
     async def _save(self, entry: _Entry) -> None:
-        path = self._path(entry.key)
+        folder = self._folder(entry.key)
         vs, ann = entry.vectors, entry.ann
-        if path is None or vs is None or ann is None or len(vs) < self.persist_rows:
+        if folder is None or vs is None or ann is None or len(vs) < self.persist_rows:
             return
         entry.dirty = False
-        # Fingerprint and file are made in a thread from the same moment's rows; a change that
-        # lands meanwhile marks the entry dirty again, so it is saved again on close.
+        entry.changed = set()  # held while the thread reads the graph; searched beside it
+        path = None
         try:
-            await asyncio.to_thread(_write, ann, path, vs.digest)
-        except OSError as exc:
-            logger.warning("cannot save the vector index %s: %s", path, exc)
+            path = await asyncio.to_thread(_write, ann, folder, vs.digest)
+        except asyncio.CancelledError:
+            # The thread may still be reading the graph: stop using it rather than change it.
+            entry.ann, entry.changed = None, None
+            raise
+        except Exception as exc:
+            logger.warning("cannot save the vector index in %s: %s", folder, exc)
+        held = np.fromiter(entry.changed or (), dtype=np.int64)
+        entry.changed = None
+        if held.size:
+            self._apply_rows(ann, vs, held)
+            entry.dirty = True  # saved again on close
+            if path is not None:
+                # Rows changed while the file was written: its name may promise some the graph
+                # lacks. Not kept; a later start builds anew if no other save replaces it.
+                path.unlink(missing_ok=True)
 
     async def close(self) -> None:
         """Stop loads and builds, save changed indexes. Safe to call twice."""
@@ -477,14 +503,32 @@ def _add(ann: AnnIndex, rows: np.ndarray, vectors: np.ndarray) -> None:
         ann.add(rows, vectors[rows])
 
 
-def _write(ann: AnnIndex, path: Path, digest_of: Callable[[], str]) -> None:
-    digest = digest_of()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    ann.save(tmp)
-    tmp.replace(path)
-    manifest = {"format": _FORMAT, "digest": digest, "rows": len(ann)}
-    path.with_suffix(".json").write_text(json.dumps(manifest))
+def _file(folder: Path, digest: str) -> Path:
+    return folder / f"v{_FORMAT}-{digest}.usearch"
+
+
+def _write(ann: AnnIndex, folder: Path, digest_of: Callable[[], str]) -> Path:
+    """Save ``ann`` as the file of the rows' fingerprint (written under a name of its own, then
+    renamed, so no reader sees half a file); older files of the set are removed."""
+    path = _file(folder, digest_of())
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".{os.getpid()}-{uuid.uuid4().hex}.tmp"
+    try:
+        ann.save(tmp)
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    for old in folder.glob("*.usearch"):
+        if old != path:
+            old.unlink(missing_ok=True)
+    _remove_old_layout(folder)
+    return path
+
+
+def _remove_old_layout(folder: Path) -> None:
+    """Files of the layout before fingerprinted names (``<agent>.usearch`` and ``.json``)."""
+    for suffix in (".usearch", ".json"):
+        (folder.parent / f"{folder.name}{suffix}").unlink(missing_ok=True)
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
