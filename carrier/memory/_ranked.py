@@ -40,6 +40,17 @@ class MemoryQuery:
     def matches_nothing(self) -> bool:
         return self.kinds is not None and not self.kinds
 
+    @property
+    def scans_most_rows(self) -> bool:
+        """Whether searching the database for this query reads about every vector of the agent
+        (no room or person, and messages among the kinds): as many as loading the vector index
+        does, so a search had better wait for a load under way than read them all again."""
+        return (
+            self.room_id is None
+            and self.entity_id is None
+            and (self.kinds is None or MemoryKind.MESSAGE in self.kinds)
+        )
+
     def vector_filter(self) -> VectorFilter:
         """The same restriction for the in-memory vector index (the agent is its set)."""
         return VectorFilter(
@@ -59,13 +70,15 @@ async def search_index(
     embedding_model: str,
     k: int,
 ) -> list[tuple[str, float]] | None:
-    """The top ``k`` from a store's in-memory vector index; None while it is not loaded."""
+    """The top ``k`` from a store's in-memory vector index; None while it is not loaded and
+    the store's own search is the better wait (see :meth:`MemoryQuery.scans_most_rows`)."""
     return await vectors.search(
         agent_id=query.agent_id,
         model=embedding_model,
         query=np.asarray(embedding, dtype=np.float32),
         k=k,
         flt=query.vector_filter(),
+        wait=query.scans_most_rows,
     )
 
 

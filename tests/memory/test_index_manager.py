@@ -123,6 +123,32 @@ async def test_index_search_waits_for_small_sets_and_falls_back_for_big_ones() -
     await index.close()
 
 
+async def test_index_search_waits_for_a_big_load_when_told_and_stores_tell_it_when_it_pays() -> None:
+    from carrier.memory._ranked import MemoryQuery, search_index
+    from carrier.types import MemoryKind
+
+    source = Source(clustered(300), hold=True)
+    index = VectorIndex(load=source.load, count=source.count, wait_rows=100, ann_rows=10_000)
+    query = source.vectors[0]
+
+    def search(q: MemoryQuery) -> asyncio.Task[list[tuple[str, float]] | None]:
+        return asyncio.create_task(search_index(index, q, query.tolist(), MODEL, 3))
+
+    # A room's messages: the store's own search reads just that room; no reason to wait.
+    assert await search(MemoryQuery(AGENT, room_id="r1")) is None
+    assert await search(MemoryQuery(AGENT, kinds=[MemoryKind.FACT])) is None
+    # Every message: the store would read every vector, as the load does; it waits instead.
+    assert MemoryQuery(AGENT, kinds=[MemoryKind.MESSAGE, MemoryKind.SUMMARY]).scans_most_rows
+    waiting = search(MemoryQuery(AGENT))
+    await asyncio.sleep(0.05)
+    assert not waiting.done()
+    source.released.set()
+    hits = await waiting
+    assert hits is not None and [i for i, _ in hits] == exact_ids(source, query, 3)
+    assert source.loads == 1
+    await index.close()
+
+
 async def test_index_ann_recall_and_exact_scores_with_filters() -> None:
     source = Source(clustered(6000))
     index = VectorIndex(load=source.load, count=source.count, ann_rows=1000, wait_rows=10**6)

@@ -3,8 +3,10 @@
 Each (agent, embedding model, dimension) gets a :class:`~carrier.memory.index.rows.VectorSet`,
 loaded once from the store in the background on first use, then kept in step with writes by the
 store (``upsert`` / ``remove`` / ``remove_matching`` / ``drop_agent``). Until a set is loaded the
-store answers searches its old way (reading candidates from the database), so start-up never
-waits for a large load; a set small enough to load in a blink (``wait_rows``) is awaited instead.
+store answers searches its old way (reading candidates from the database) where that reads few
+rows (one room, one person, facts); a search that would read about every vector waits for the
+load instead (the load reads the same rows once), as does any search of a set small enough to
+load in a blink (``wait_rows``).
 
 Once a set holds ``ann_rows`` vectors an ANN index (:mod:`carrier.memory.index.ann`) is built in a
 worker thread; searches stay exact until it is ready, and rows that change during the build are
@@ -214,26 +216,21 @@ class VectorIndex:
         query: np.ndarray,
         k: int,
         flt: VectorFilter = VectorFilter(),
+        wait: bool = False,
     ) -> list[tuple[str, float]] | None:
         """Ids and exact cosine scores of the top ``k``, best first; None when the set is not
-        loaded yet (the caller then searches without the index)."""
+        loaded yet (the caller then searches without the index). A set of up to ``wait_rows``
+        rows is awaited; with ``wait``, any set is (the caller's other way would read as many)."""
         q = np.asarray(query, dtype=np.float32).reshape(-1)
         dim = q.shape[0]
         key = (agent_id, model, dim)
-        entry = self._entries.get(key)
-        if entry is None:
-            entry = self._entry(key)
-            loading = entry.loading
-            if loading is not None:
+        entry = self._entries.get(key) or self._entry(key)
+        loading = entry.loading
+        if loading is not None:
+            if not wait and entry.load_rows is None:
                 entry.load_rows = await self._count(agent_id, model, dim)
-                if entry.load_rows <= self.wait_rows:
-                    await asyncio.shield(loading)
-        elif (
-            entry.loading is not None
-            and entry.load_rows is not None
-            and entry.load_rows <= self.wait_rows
-        ):
-            await asyncio.shield(entry.loading)
+            if wait or (entry.load_rows is not None and entry.load_rows <= self.wait_rows):
+                await asyncio.shield(loading)
         vs = entry.vectors
         if vs is None:
             return None
