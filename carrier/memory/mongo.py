@@ -546,13 +546,18 @@ class MongoStore(RankedSearch, Store):
         since = ObjectId.from_datetime(
             datetime.now(UTC) - timedelta(seconds=now - last + _POLL_SLACK_S)
         )
-        docs = await self._find(
+        recent = await self._find(
             "polling for new memories",
             "memories",
             {"agent_id": agent_id, "seq": {"$gte": since}},
+            {"_id": 1},
         )
-        for doc in docs:
-            self._index_memory(codec.memory_from_doc(doc))
+        # Only those new to the index are read whole: the others' inserts (its own are in step,
+        # and later updates to any memory come through the change log).
+        new = [doc["_id"] for doc in recent if not self.vectors.holds(agent_id, doc["_id"])]
+        if new:
+            for doc in await self._find("reading new memories", "memories", {"_id": {"$in": new}}):
+                self._index_memory(codec.memory_from_doc(doc))
         changes = await self._find(
             "reading the change log",
             "memory_changes",

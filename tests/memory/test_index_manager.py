@@ -123,7 +123,7 @@ async def test_index_search_waits_for_small_sets_and_falls_back_for_big_ones() -
     await index.close()
 
 
-async def test_index_search_waits_for_a_big_load_when_told_and_stores_tell_it_when_it_pays() -> None:
+async def test_index_search_waits_for_a_big_load_when_the_fallback_reads_as_much() -> None:
     from carrier.memory._ranked import MemoryQuery, search_index
     from carrier.types import MemoryKind
 

@@ -64,12 +64,21 @@ async def test_mongo_index_sees_other_processes_inserts(
         len(await store.search_memories(agent_id="a", embedding=[0, 1.0, 0], embedding_model=MODEL))
         == 1
     )
+    assert store.vectors is not None
+    indexed: list[str] = []
+    upsert = store.vectors.upsert
+    monkeypatch.setattr(
+        store.vectors, "upsert", lambda a, m, rows: (indexed.extend(rows.ids), upsert(a, m, rows))
+    )
     async with MongoStore.from_url(database_uri) as other:
-        await other.add_memory(_memory("theirs", [0.0, 1.0, 0.0]))
+        theirs = await other.add_memory(_memory("theirs", [0.0, 1.0, 0.0]))
     hits = await store.search_memories(
         agent_id="a", embedding=[0.0, 1.0, 0.0], embedding_model=MODEL, k=1
     )
     assert [h.memory.content.text for h in hits] == ["theirs"]
+    # Polls look back a while; what the index holds already (its own) is not indexed again.
+    await store.search_memories(agent_id="a", embedding=[0, 1.0, 0], embedding_model=MODEL)
+    assert indexed == [theirs.id]
 
 
 async def test_mongo_index_sees_other_processes_updates_and_deletions(

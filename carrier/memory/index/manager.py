@@ -138,6 +138,13 @@ class VectorIndex:
     def has_agent(self, agent_id: str) -> bool:
         return any(key[0] == agent_id for key in self._entries)
 
+    def holds(self, agent_id: str, memory_id: str) -> bool:
+        """Whether a loaded set of the agent has this memory's vector."""
+        return any(
+            key[0] == agent_id and entry.vectors is not None and memory_id in entry.vectors
+            for key, entry in self._entries.items()
+        )
+
     @property
     def agents(self) -> set[str]:
         return {key[0] for key in self._entries}
