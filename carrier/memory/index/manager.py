@@ -471,6 +471,10 @@ class VectorIndex:
             logger.warning("cannot save the vector index in %s: %s", folder, exc)
         held = np.fromiter(entry.changed or (), dtype=np.int64)
         entry.changed = None
+        if entry.cancelled:  # the set was dropped (its agent deleted) while the file was written
+            if path is not None:
+                path.unlink(missing_ok=True)
+            return
         if held.size:
             self._apply_rows(ann, vs, held)
             entry.dirty = True  # saved again on close
