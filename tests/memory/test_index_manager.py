@@ -251,7 +251,7 @@ async def test_index_is_saved_and_reloaded_when_unchanged(tmp_path: Path) -> Non
     await first.prepare(AGENT, MODEL, DIM)
     await first.close()
     [saved] = (tmp_path / "vectors" / "m_32-32" / "agent").iterdir()  # named by its rows
-    assert saved.name.startswith("v1-") and saved.suffix == ".usearch"
+    assert saved.name.startswith("v2-3000-") and saved.suffix == ".usearch"
     assert built == [DIM]
 
     second = new_index()
@@ -261,6 +261,19 @@ async def test_index_is_saved_and_reloaded_when_unchanged(tmp_path: Path) -> Non
     hits = await second.search(agent_id=AGENT, model=MODEL, query=source.vectors[3], k=1)
     assert hits is not None and hits[0][0] == "m3"
     await second.close()
+
+    # Rows written since the save (by another process, or after a crash): the saved index still
+    # fits the rows it was built from, which lead the set; only the new ones are added.
+    grown = Source(np.concatenate([source.vectors, clustered(500, seed=5)]))
+    source.vectors, source.ids, source.rooms = grown.vectors, grown.ids, grown.rooms
+    fourth = new_index()
+    await fourth.prepare(AGENT, MODEL, DIM)
+    assert built == [DIM]  # reloaded and extended, not rebuilt
+    hits = await fourth.search(agent_id=AGENT, model=MODEL, query=source.vectors[3210], k=1)
+    assert hits is not None and hits[0][0] == "m3210"
+    await fourth.close()
+    [saved] = (tmp_path / "vectors" / "m_32-32" / "agent").iterdir()
+    assert saved.name.startswith("v2-3500-")  # saved again, with the added rows
 
     source.vectors = source.vectors.copy()
     source.vectors[0] = -source.vectors[0]  # changed behind the index's back

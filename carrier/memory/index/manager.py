@@ -11,8 +11,10 @@ load in a blink (``wait_rows``).
 Once a set holds ``ann_rows`` vectors an ANN index (:mod:`carrier.memory.index.ann`) is built in a
 worker thread; searches stay exact until it is ready, and rows that change during the build are
 re-added after it. An index of ``persist_rows`` or more is saved beside the database, in a file
-named by a fingerprint of the rows it was built from (ids and vectors), and reloaded on the next
-start when the rows match one. Saving happens in a worker thread too; the graph is not changed
+named by how many rows it was built from and their fingerprint (ids and vectors), and reloaded on
+the next start when those rows still lead the set: rows written since (by another process, or
+after the last save of one that crashed) are then added to it, not the whole index rebuilt.
+Saving happens in a worker thread too; the graph is not changed
 meanwhile (an ANN graph is not safe to change while it is read): rows that change are searched
 exactly beside it and added once the file is written. Processes that share the directory each
 write their own file (named by their rows) and never read another's half-written one.
@@ -58,7 +60,8 @@ _Key = tuple[str, str, int]
 _BUILD_CHUNK = 20_000
 _THREAD_ROWS = 50_000
 """Exact searches over more rows than this run in a worker thread, off the event loop."""
-_FORMAT = 1
+_FORMAT = 2
+_SAVED = re.compile(rf"v{_FORMAT}-(\d+)-([0-9a-f]{{64}})\.usearch")
 
 BREADTH: tuple[tuple[int, int, int], ...] = (
     (300_000, 40, 64),
@@ -392,7 +395,7 @@ class VectorIndex:
 
     async def _build(self, entry: _Entry, vs: VectorSet) -> None:
         try:
-            ann = await self._restore(entry, vs)
+            ann, added = await self._restore(entry, vs)
             restored = ann is not None
             if ann is None:
                 ann = self._ann_factory(vs.dim)
@@ -417,13 +420,13 @@ class VectorIndex:
             if changed.size:
                 self._apply_rows(ann, vs, changed)
             entry.ann = ann
-            entry.dirty = not restored or bool(changed.size)
+            entry.dirty = not restored or bool(added) or bool(changed.size)
             logger.debug(
                 "ANN index of agent %s (%s) ready: %d rows (%s)",
                 entry.key[0],
                 entry.key[1],
                 len(ann),
-                "reloaded" if restored else "built",
+                f"reloaded, {added} added" if restored else "built",
             )
             if entry.dirty:
                 await self._save(entry)
@@ -443,15 +446,33 @@ class VectorIndex:
         agent_id, model, dim = key
         return self.directory / f"{_safe(model)}-{dim}" / _safe(agent_id)
 
-    async def _restore(self, entry: _Entry, vs: VectorSet) -> AnnIndex | None:
+    async def _restore(self, entry: _Entry, vs: VectorSet) -> tuple[AnnIndex | None, int]:
+        """The saved index whose rows lead ``vs`` (same ids, same vectors, same order), with the
+        rows after them added; and how many were added. ``(None, 0)`` when none fits."""
         folder = self._folder(entry.key)
         if folder is None or len(vs) < self.persist_rows or not folder.is_dir():
-            return None
-        path = _file(folder, await asyncio.to_thread(vs.digest))
-        if not path.exists():
-            logger.info("no saved vector index matches the rows in %s; building one", folder)
-            return None
-        return await asyncio.to_thread(USearchIndex.restore, path, vs.dim)
+            return None, 0
+        for path in folder.glob("*.usearch"):
+            saved = _SAVED.fullmatch(path.name)
+            if saved is None or int(saved[1]) > vs.size:
+                continue
+            rows = int(saved[1])
+            if await asyncio.to_thread(vs.digest, rows) != saved[2]:
+                continue
+            ann = await asyncio.to_thread(USearchIndex.restore, path, vs.dim)
+            if ann is None:
+                continue
+            later = np.arange(rows, vs.size)
+            later = later[vs.is_live(later)]
+            for start in range(0, later.size, _BUILD_CHUNK):
+                if entry.cancelled or self._closed:
+                    return None, 0
+                await asyncio.to_thread(
+                    _add, ann, later[start : start + _BUILD_CHUNK], vs.vectors()
+                )
+            return ann, int(later.size)
+        logger.info("no saved vector index fits the rows in %s; building one", folder)
+        return None, 0
 
     async def _save(self, entry: _Entry) -> None:
         folder = self._folder(entry.key)
@@ -461,8 +482,9 @@ class VectorIndex:
         entry.dirty = False
         entry.changed = set()  # held while the thread reads the graph; searched beside it
         path = None
+        rows = vs.size  # the graph holds these (changes from here on are held)
         try:
-            path = await asyncio.to_thread(_write, ann, folder, vs.digest)
+            path = await asyncio.to_thread(_write, ann, folder, rows, lambda: vs.digest(rows))
         except asyncio.CancelledError:
             # The thread may still be reading the graph: stop using it rather than change it.
             entry.ann, entry.changed = None, None
@@ -511,14 +533,15 @@ def _add(ann: AnnIndex, rows: np.ndarray, vectors: np.ndarray) -> None:
         ann.add(rows, vectors[rows])
 
 
-def _file(folder: Path, digest: str) -> Path:
-    return folder / f"v{_FORMAT}-{digest}.usearch"
+def _file(folder: Path, rows: int, digest: str) -> Path:
+    return folder / f"v{_FORMAT}-{rows}-{digest}.usearch"
 
 
-def _write(ann: AnnIndex, folder: Path, digest_of: Callable[[], str]) -> Path:
-    """Save ``ann`` as the file of the rows' fingerprint (written under a name of its own, then
-    renamed, so no reader sees half a file); older files of the set are removed."""
-    path = _file(folder, digest_of())
+def _write(ann: AnnIndex, folder: Path, rows: int, digest_of: Callable[[], str]) -> Path:
+    """Save ``ann``, built from the first ``rows`` rows, as the file of their fingerprint
+    (written under a name of its own, then renamed, so no reader sees half a file); older files
+    of the set are removed."""
+    path = _file(folder, rows, digest_of())
     folder.mkdir(parents=True, exist_ok=True)
     tmp = folder / f".{os.getpid()}-{uuid.uuid4().hex}.tmp"
     try:

@@ -454,14 +454,16 @@ class VectorSet:
         return rows[order].astype(np.int64), scores[top][order].astype(np.float32)
 
     # -- identity ----------------------------------------------------------------------------
-    def digest(self) -> str:
-        """A fingerprint of the ids in row order and of the vectors, to validate a saved index."""
+    def digest(self, rows: int | None = None) -> str:
+        """A fingerprint of the ids in row order and of the vectors of the first ``rows`` rows
+        (default: all), to validate a saved index."""
+        n = self._size if rows is None else min(rows, self._size)
         h = hashlib.sha256()
-        for memory_id in self._ids[: self._size]:
+        for memory_id in self._ids[:n]:
             h.update((memory_id or "").encode())
             h.update(b"\0")
         probe = np.random.default_rng(0).standard_normal(self.dim).astype(np.float32)
-        h.update(np.round(self._vectors[: self._size] @ probe, 3).astype(np.float32).tobytes())
+        h.update(np.round(self._vectors[:n] @ probe, 3).astype(np.float32).tobytes())
         return h.hexdigest()
 
 
