@@ -362,3 +362,57 @@ async def test_index_holds_changes_while_saving_and_searches_them_exactly(tmp_pa
     assert not list((tmp_path / "vectors").rglob("*.usearch"))
     await index.close()
     assert len(list((tmp_path / "vectors").rglob("*.usearch"))) == 1
+
+
+async def test_index_saves_again_while_running_and_keeps_a_file_written_during_appends(
+    tmp_path: Path,
+) -> None:
+    source = Source(clustered(2000))
+    made: list[GatedSave] = []
+
+    def factory(dim: int) -> AnnIndex | None:
+        inner = default_ann(dim)
+        assert inner is not None
+        made.append(GatedSave(inner))
+        made[-1].gate.set()  # open: the first save goes through
+        return made[-1]  # type: ignore[return-value]
+
+    index = VectorIndex(
+        load=source.load,
+        count=source.count,
+        directory=tmp_path / "vectors",
+        ann_rows=500,
+        persist_rows=500,
+        wait_rows=10**6,
+        ann_factory=factory,
+        save_every_s=0.0,  # every change may start a save
+    )
+    folder = tmp_path / "vectors" / "m_32-32" / "agent"
+
+    def saved_rows() -> list[str]:
+        return [f.name.split("-")[1] for f in folder.iterdir()]
+
+    await index.prepare(AGENT, MODEL, DIM)  # loaded, built, saved
+    [ann] = made
+    assert saved_rows() == ["2000"]
+
+    # A change starts a save in the background; rows appended while it writes lie past the
+    # rows the file covers, so the file is kept (a start reloads it and adds them).
+    ann.gate.clear()
+    extra = clustered(3, seed=11)
+
+    def rows(ids: list[str], vectors: np.ndarray) -> VectorRows:
+        n = len(ids)
+        return VectorRows(ids, ["r0"] * n, ["e"] * n, ["fact"] * n, [0] * n, vectors)
+
+    index.upsert(AGENT, MODEL, rows(["x0"], extra[:1]))
+    saving = index._entries[(AGENT, MODEL, DIM)].saving
+    assert saving is not None and await asyncio.to_thread(ann.saving.wait, 30)
+    index.upsert(AGENT, MODEL, rows(["x1", "x2"], extra[1:]))
+    ann.gate.set()
+    await saving
+    assert saved_rows() == ["2001"] and not ann.changed_while_saving
+    hits = await index.search(agent_id=AGENT, model=MODEL, query=extra[2], k=1)
+    assert hits is not None and hits[0][0] == "x2"
+    await index.close()  # the appended rows left it changed: saved with all of them
+    assert saved_rows() == ["2003"]

@@ -13,11 +13,12 @@ worker thread; searches stay exact until it is ready, and rows that change durin
 re-added after it. An index of ``persist_rows`` or more is saved beside the database, in a file
 named by how many rows it was built from and their fingerprint (ids and vectors), and reloaded on
 the next start when those rows still lead the set: rows written since (by another process, or
-after the last save of one that crashed) are then added to it, not the whole index rebuilt.
-Saving happens in a worker thread too; the graph is not changed
-meanwhile (an ANN graph is not safe to change while it is read): rows that change are searched
-exactly beside it and added once the file is written. Processes that share the directory each
-write their own file (named by their rows) and never read another's half-written one.
+after the last save of one that crashed) are then added to it, not the whole index rebuilt. A
+changed index is saved on close and, while it runs, at most every ``save_every_s`` (15 minutes).
+Saving happens in a worker thread too; the graph is not changed meanwhile (an ANN graph is not
+safe to change while it is read): rows that change are searched exactly beside it and added once
+the file is written. Processes that share the directory each write their own file (named by their
+rows) and never read another's half-written one.
 
 Filters: one set per agent makes the agent filter free. The other filters (room, entity, kinds,
 time, excluded ids) are applied to ANN candidates after the fact, over-fetching by the inverse of
@@ -36,6 +37,7 @@ import os
 import re
 import shutil
 import sys
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -92,6 +94,10 @@ class _Entry:
     runs). During a save they are searched exactly beside the index."""
     dirty: bool = False
     """The ANN index differs from its saved file."""
+    saving: asyncio.Task[None] | None = None
+    """A save started by :meth:`VectorIndex._maybe_save`."""
+    saved_at: float = 0.0
+    """When the ANN index was last saved (or became ready), monotonic."""
     ann_failed: bool = False
     """No ANN index can be built (no library, or the build failed): stay exact, do not retry."""
     cancelled: bool = False
@@ -115,6 +121,7 @@ class VectorIndex:
         ann_factory: AnnFactory = default_ann,
         max_candidates: int = 4096,
         breadth: Sequence[tuple[int, int, int]] = BREADTH,
+        save_every_s: float = 900.0,
     ) -> None:
         self._load = load
         self._count = count
@@ -126,6 +133,9 @@ class VectorIndex:
         self.max_candidates = max_candidates
         self.breadth = tuple(breadth)
         """How widely an ANN search looks, by set size; see :data:`BREADTH`."""
+        self.save_every_s = save_every_s
+        """A changed index is saved again at most this often while it runs (besides on close),
+        so that a start after a crash reloads it and adds only the rows written since."""
         self._entries: dict[_Key, _Entry] = {}
         self._closed = False
 
@@ -366,7 +376,26 @@ class VectorIndex:
         elif entry.ann is not None:
             self._apply_rows(entry.ann, vs, rows)
             entry.dirty = True
+            self._maybe_save(entry)
         self._maybe_build(entry)
+
+    def _maybe_save(self, entry: _Entry) -> None:
+        if (
+            entry.dirty
+            and entry.saving is None
+            and entry.building is None
+            and not self._closed
+            and time.monotonic() - entry.saved_at >= self.save_every_s
+        ):
+            entry.saving = asyncio.get_running_loop().create_task(
+                self._save_now(entry), name=f"carrier-vectors-save-{entry.key[0]}"
+            )
+
+    async def _save_now(self, entry: _Entry) -> None:
+        try:
+            await self._save(entry)
+        finally:
+            entry.saving = None
 
     @staticmethod
     def _apply_rows(ann: AnnIndex, vs: VectorSet, rows: np.ndarray) -> None:
@@ -420,6 +449,7 @@ class VectorIndex:
             if changed.size:
                 self._apply_rows(ann, vs, changed)
             entry.ann = ann
+            entry.saved_at = time.monotonic()
             entry.dirty = not restored or bool(added) or bool(changed.size)
             logger.debug(
                 "ANN index of agent %s (%s) ready: %d rows (%s)",
@@ -480,6 +510,7 @@ class VectorIndex:
         if folder is None or vs is None or ann is None or len(vs) < self.persist_rows:
             return
         entry.dirty = False
+        entry.saved_at = time.monotonic()
         entry.changed = set()  # held while the thread reads the graph; searched beside it
         path = None
         rows = vs.size  # the graph holds these (changes from here on are held)
@@ -499,10 +530,11 @@ class VectorIndex:
             return
         if held.size:
             self._apply_rows(ann, vs, held)
-            entry.dirty = True  # saved again on close
-            if path is not None:
-                # Rows changed while the file was written: its name may promise some the graph
-                # lacks. Not kept; a later start builds anew if no other save replaces it.
+            entry.dirty = True  # saved again later
+            if path is not None and bool((held < rows).any()):
+                # A row the file covers changed while it was written: its fingerprint may
+                # describe rows the graph lacks. Not kept. (Rows appended meanwhile lie past
+                # the rows it covers: a start reloads it and adds them.)
                 path.unlink(missing_ok=True)
 
     async def close(self) -> None:
@@ -512,7 +544,7 @@ class VectorIndex:
             entry.cancelled = entry.ann is None
             if entry.loading is not None:
                 entry.loading.cancel()
-        tasks = [t for e in self._entries.values() for t in (e.loading, e.building) if t]
+        tasks = [t for e in self._entries.values() for t in (e.loading, e.building, e.saving) if t]
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
