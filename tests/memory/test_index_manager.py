@@ -228,9 +228,21 @@ async def test_index_keeps_the_ann_in_step_with_changes_during_and_after_a_build
     await index.close()
 
 
-async def test_index_is_saved_and_reloaded_when_unchanged(tmp_path: Path) -> None:
+def saved_rows(folder: Path) -> list[int]:
+    """How many rows each save in ``folder`` covers (from its manifest)."""
+    rows = []
+    for manifest in sorted(folder.glob("*.rows.npz")):
+        with np.load(manifest) as data:
+            rows.append(int(data["rows"]))
+    return rows
+
+
+async def test_index_is_saved_and_reloaded_then_patched_to_the_rows_as_loaded(
+    tmp_path: Path,
+) -> None:
     source = Source(clustered(3000))
     built: list[int] = []
+    folder = tmp_path / "vectors" / "m_32-32" / "agent"
 
     def factory(dim: int) -> AnnIndex | None:
         built.append(dim)
@@ -247,44 +259,67 @@ async def test_index_is_saved_and_reloaded_when_unchanged(tmp_path: Path) -> Non
             ann_factory=factory,
         )
 
+    async def top(index: VectorIndex, query: np.ndarray) -> str:
+        hits = await index.search(agent_id=AGENT, model=MODEL, query=query, k=1)
+        assert hits is not None and hits
+        return hits[0][0]
+
     first = new_index()
     await first.prepare(AGENT, MODEL, DIM)
     await first.close()
-    [saved] = (tmp_path / "vectors" / "m_32-32" / "agent").iterdir()  # named by its rows
-    assert saved.name.startswith("v2-3000-") and saved.suffix == ".usearch"
+    assert saved_rows(folder) == [3000] and len(list(folder.glob("*.usearch"))) == 1
     assert built == [DIM]
 
     second = new_index()
     await second.prepare(AGENT, MODEL, DIM)
     assert second.ann_ready(AGENT, MODEL, DIM)
     assert built == [DIM]  # reloaded, not rebuilt
-    hits = await second.search(agent_id=AGENT, model=MODEL, query=source.vectors[3], k=1)
-    assert hits is not None and hits[0][0] == "m3"
+    assert await top(second, source.vectors[3]) == "m3"
     await second.close()
 
-    # Rows written since the save (by another process, or after a crash): the saved index still
-    # fits the rows it was built from, which lead the set; only the new ones are added.
-    grown = Source(np.concatenate([source.vectors, clustered(500, seed=5)]))
-    source.vectors, source.ids, source.rooms = grown.vectors, grown.ids, grown.rooms
-    fourth = new_index()
-    await fourth.prepare(AGENT, MODEL, DIM)
-    assert built == [DIM]  # reloaded and extended, not rebuilt
-    hits = await fourth.search(agent_id=AGENT, model=MODEL, query=source.vectors[3210], k=1)
-    assert hits is not None and hits[0][0] == "m3210"
-    await fourth.close()
-    [saved] = (tmp_path / "vectors" / "m_32-32" / "agent").iterdir()
-    assert saved.name.startswith("v2-3500-")  # saved again, with the added rows
-
-    source.vectors = source.vectors.copy()
-    source.vectors[0] = -source.vectors[0]  # changed behind the index's back
+    # Since the save (another process wrote, or this one crashed): memories came in another
+    # order than this process saw them (the load orders them as the store does), one was
+    # deleted, one re-embedded, 500 are new. The saved index is patched, not rebuilt.
+    order = np.random.default_rng(3).permutation(3000)
+    moved = Source(source.vectors[order])
+    moved.ids = [source.ids[i] for i in order]
+    moved.rooms = [source.rooms[i] for i in order]
+    gone = moved.ids.index("m7")
+    del moved.ids[gone], moved.rooms[gone]
+    moved.vectors = np.delete(moved.vectors, gone, axis=0)
+    moved.vectors[moved.ids.index("m9")] = -source.vectors[9]
+    extra = clustered(500, seed=5)
+    moved.vectors = np.concatenate([moved.vectors, extra])
+    moved.ids += [f"n{i}" for i in range(500)]
+    moved.rooms += ["r0"] * 500
+    source.vectors, source.ids, source.rooms = moved.vectors, moved.ids, moved.rooms
     third = new_index()
     await third.prepare(AGENT, MODEL, DIM)
-    assert built == [DIM, DIM]  # out of date: rebuilt
-    [resaved] = (tmp_path / "vectors" / "m_32-32" / "agent").iterdir()
-    assert resaved != saved  # other rows, another file; the old one is gone
-    third.drop_agent(AGENT)
-    assert not list((tmp_path / "vectors").rglob("*.usearch"))
+    assert built == [DIM]  # patched, not rebuilt
+    assert await top(third, source.vectors[moved.ids.index("m3")]) == "m3"  # renamed right
+    assert await top(third, extra[123]) == "n123"  # added
+    assert await top(third, -source.vectors[moved.ids.index("m9")]) != "m9"  # old vector out
+    assert await top(third, source.vectors[moved.ids.index("m9")]) == "m9"  # new one in
+    hits = await third.search(agent_id=AGENT, model=MODEL, query=clustered(1, 7)[0], k=3000)
+    assert hits is not None and "m7" not in {i for i, _ in hits}
+    # Each key of the graph holds the vector of the memory in that row now.
+    entry = third._entries[(AGENT, MODEL, DIM)]
+    assert entry.ann is not None and entry.vectors is not None
+    rows = entry.vectors.live_rows()
+    stored = np.asarray(entry.ann._index.get(rows.astype(np.uint64)), dtype=np.float32)  # type: ignore[attr-defined]
+    stored /= np.linalg.norm(stored, axis=1, keepdims=True)
+    assert np.sum(stored * entry.vectors.vectors()[rows], axis=1).min() > 0.99
     await third.close()
+    assert saved_rows(folder) == [3499]  # saved again, patched
+
+    # Too little of it left: rebuilt.
+    source.vectors = -source.vectors
+    fourth = new_index()
+    await fourth.prepare(AGENT, MODEL, DIM)
+    assert built == [DIM, DIM]
+    fourth.drop_agent(AGENT)
+    assert not list((tmp_path / "vectors").rglob("*.usearch"))
+    await fourth.close()
 
 
 class GatedSave:
@@ -361,7 +396,7 @@ async def test_index_holds_changes_while_saving_and_searches_them_exactly(tmp_pa
     assert ann.search(fresh[0], 1).tolist() == [2000]
     assert not list((tmp_path / "vectors").rglob("*.usearch"))
     await index.close()
-    assert len(list((tmp_path / "vectors").rglob("*.usearch"))) == 1
+    assert saved_rows(tmp_path / "vectors" / "m_32-32" / "agent") == [2001]
 
 
 async def test_index_saves_again_while_running_and_keeps_a_file_written_during_appends(
@@ -389,12 +424,9 @@ async def test_index_saves_again_while_running_and_keeps_a_file_written_during_a
     )
     folder = tmp_path / "vectors" / "m_32-32" / "agent"
 
-    def saved_rows() -> list[str]:
-        return [f.name.split("-")[1] for f in folder.iterdir()]
-
     await index.prepare(AGENT, MODEL, DIM)  # loaded, built, saved
     [ann] = made
-    assert saved_rows() == ["2000"]
+    assert saved_rows(folder) == [2000]
 
     # A change starts a save in the background; rows appended while it writes lie past the
     # rows the file covers, so the file is kept (a start reloads it and adds them).
@@ -411,8 +443,8 @@ async def test_index_saves_again_while_running_and_keeps_a_file_written_during_a
     index.upsert(AGENT, MODEL, rows(["x1", "x2"], extra[1:]))
     ann.gate.set()
     await saving
-    assert saved_rows() == ["2001"] and not ann.changed_while_saving
+    assert saved_rows(folder) == [2001] and not ann.changed_while_saving
     hits = await index.search(agent_id=AGENT, model=MODEL, query=extra[2], k=1)
     assert hits is not None and hits[0][0] == "x2"
     await index.close()  # the appended rows left it changed: saved with all of them
-    assert saved_rows() == ["2003"]
+    assert saved_rows(folder) == [2003]

@@ -116,7 +116,7 @@ async def test_sqlite_saves_the_ann_index_beside_the_database(tmp_path: Path) ->
         await store.prepare_search(agent_id="a", embedding_model=MODEL, dim=8)
         assert store.vectors.ann_ready("a", MODEL, 8)
         assert await _top(store, _unit(77)) == ["note 77"]
-    [saved] = (path.with_name("carrier.db.vectors") / "m_8-8" / "a").glob("v2-*.usearch")
+    [saved] = (path.with_name("carrier.db.vectors") / "m_8-8" / "a").glob("*.rows.npz")
 
     async with SQLiteStore(path=path) as store:
         assert store.vectors is not None

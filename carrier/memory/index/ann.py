@@ -130,6 +130,10 @@ class USearchIndex(AnnIndex):
         if len(keys):
             self._index.remove(np.asarray(keys, dtype=np.uint64))
 
+    def rename(self, keys: np.ndarray, to: np.ndarray) -> None:
+        if len(keys):
+            self._index.rename(np.asarray(keys, dtype=np.uint64), np.asarray(to, dtype=np.uint64))
+
     def search(self, query: np.ndarray, count: int) -> np.ndarray:
         count = min(count, len(self._index))
         if count <= 0:

@@ -10,15 +10,17 @@ load in a blink (``wait_rows``).
 
 Once a set holds ``ann_rows`` vectors an ANN index (:mod:`carrier.memory.index.ann`) is built in a
 worker thread; searches stay exact until it is ready, and rows that change during the build are
-re-added after it. An index of ``persist_rows`` or more is saved beside the database, in a file
-named by how many rows it was built from and their fingerprint (ids and vectors), and reloaded on
-the next start when those rows still lead the set: rows written since (by another process, or
-after the last save of one that crashed) are then added to it, not the whole index rebuilt. A
-changed index is saved on close and, while it runs, at most every ``save_every_s`` (15 minutes).
-Saving happens in a worker thread too; the graph is not changed meanwhile (an ANN graph is not
-safe to change while it is read): rows that change are searched exactly beside it and added once
-the file is written. Processes that share the directory each write their own file (named by their
-rows) and never read another's half-written one.
+re-added after it. An index of ``persist_rows`` or more is saved beside the database: the graph
+and a manifest of the memory each of its rows held (id and a fingerprint of the vector). The next
+start reloads it and patches it to the rows as loaded, whatever their order: rows whose memory
+still has the same vector are renamed to that memory's new row, the others removed, and memories
+it lacks (written by another process, or after the last save of one that crashed) added; when
+fewer than half of the rows survive it is rebuilt instead. A changed index is saved on close and,
+while it runs, at most every ``save_every_s`` (15 minutes). Saving happens in a worker thread
+too; the graph is not changed meanwhile (an ANN graph is not safe to change while it is read):
+rows that change are searched exactly beside it and added once the file is written. Each save
+goes to files of its own, the manifest last: processes that share the directory never read
+another's half-written one.
 
 Filters: one set per agent makes the agent filter free. The other filters (room, entity, kinds,
 time, excluded ids) are applied to ANN candidates after the fact, over-fetching by the inverse of
@@ -62,8 +64,12 @@ _Key = tuple[str, str, int]
 _BUILD_CHUNK = 20_000
 _THREAD_ROWS = 50_000
 """Exact searches over more rows than this run in a worker thread, off the event loop."""
-_FORMAT = 2
-_SAVED = re.compile(rf"v{_FORMAT}-(\d+)-([0-9a-f]{{64}})\.usearch")
+_FORMAT = 3
+_MANIFEST = ".rows.npz"
+_RENAME_OFFSET = 1 << 40
+"""Renamed keys pass through ``key + offset`` (above any row) so no two ever collide."""
+_MIN_KEPT = 0.5
+"""A saved index is patched when at least this share of the set's rows keep their place in it."""
 
 BREADTH: tuple[tuple[int, int, int], ...] = (
     (300_000, 40, 64),
@@ -477,32 +483,31 @@ class VectorIndex:
         return self.directory / f"{_safe(model)}-{dim}" / _safe(agent_id)
 
     async def _restore(self, entry: _Entry, vs: VectorSet) -> tuple[AnnIndex | None, int]:
-        """The saved index whose rows lead ``vs`` (same ids, same vectors, same order), with the
-        rows after them added; and how many were added. ``(None, 0)`` when none fits."""
+        """The saved index patched to ``vs`` (see the module docstring) and how many rows were
+        removed or added; ``(None, 0)`` when there is none or it keeps too little."""
         folder = self._folder(entry.key)
         if folder is None or len(vs) < self.persist_rows or not folder.is_dir():
             return None, 0
-        for path in folder.glob("*.usearch"):
-            saved = _SAVED.fullmatch(path.name)
-            if saved is None or int(saved[1]) > vs.size:
-                continue
-            rows = int(saved[1])
-            if await asyncio.to_thread(vs.digest, rows) != saved[2]:
-                continue
-            ann = await asyncio.to_thread(USearchIndex.restore, path, vs.dim)
-            if ann is None:
-                continue
-            later = np.arange(rows, vs.size)
-            later = later[vs.is_live(later)]
-            for start in range(0, later.size, _BUILD_CHUNK):
-                if entry.cancelled or self._closed:
-                    return None, 0
-                await asyncio.to_thread(
-                    _add, ann, later[start : start + _BUILD_CHUNK], vs.vectors()
-                )
-            return ann, int(later.size)
-        logger.info("no saved vector index fits the rows in %s; building one", folder)
-        return None, 0
+        saved = await asyncio.to_thread(_latest, folder)
+        if saved is None:
+            return None, 0
+        graph, ids, prints = saved
+        old = np.arange(len(ids), dtype=np.int64)
+        new, same = await asyncio.to_thread(_match, vs, ids, prints)
+        if np.count_nonzero(same) < _MIN_KEPT * len(vs):
+            logger.info("the saved vector index in %s fits too few rows; building one", folder)
+            return None, 0
+        ann = await asyncio.to_thread(USearchIndex.restore, graph, vs.dim)
+        if ann is None:
+            return None, 0
+        stale = old[~same & (new != _EMPTY)]
+        await asyncio.to_thread(_patch, ann, stale, old[same], new[same])
+        later = np.setdiff1d(vs.live_rows(), new[same], assume_unique=True)
+        for start in range(0, later.size, _BUILD_CHUNK):
+            if entry.cancelled or self._closed:
+                return None, 0
+            await asyncio.to_thread(_add, ann, later[start : start + _BUILD_CHUNK], vs.vectors())
+        return ann, int(stale.size + later.size)
 
     async def _save(self, entry: _Entry) -> None:
         folder = self._folder(entry.key)
@@ -512,10 +517,13 @@ class VectorIndex:
         entry.dirty = False
         entry.saved_at = time.monotonic()
         entry.changed = set()  # held while the thread reads the graph; searched beside it
-        path = None
+        path: Path | None = None
         rows = vs.size  # the graph holds these (changes from here on are held)
+        ids = vs.ids(rows)
         try:
-            path = await asyncio.to_thread(_write, ann, folder, rows, lambda: vs.digest(rows))
+            path = await asyncio.to_thread(
+                _write, ann, folder, ids, lambda: vs.fingerprints(np.arange(rows))
+            )
         except asyncio.CancelledError:
             # The thread may still be reading the graph: stop using it rather than change it.
             entry.ann, entry.changed = None, None
@@ -526,16 +534,16 @@ class VectorIndex:
         entry.changed = None
         if entry.cancelled:  # the set was dropped (its agent deleted) while the file was written
             if path is not None:
-                path.unlink(missing_ok=True)
+                _discard(path)
             return
         if held.size:
             self._apply_rows(ann, vs, held)
             entry.dirty = True  # saved again later
             if path is not None and bool((held < rows).any()):
-                # A row the file covers changed while it was written: its fingerprint may
-                # describe rows the graph lacks. Not kept. (Rows appended meanwhile lie past
-                # the rows it covers: a start reloads it and adds them.)
-                path.unlink(missing_ok=True)
+                # A row the save covers changed while it was written: its manifest may describe
+                # a vector the graph lacks. Not kept. (Rows appended meanwhile lie past the rows
+                # it covers: a start reloads it and adds them.)
+                _discard(path)
 
     async def close(self) -> None:
         """Stop loads and builds, save changed indexes. Safe to call twice."""
@@ -565,27 +573,86 @@ def _add(ann: AnnIndex, rows: np.ndarray, vectors: np.ndarray) -> None:
         ann.add(rows, vectors[rows])
 
 
-def _file(folder: Path, rows: int, digest: str) -> Path:
-    return folder / f"v{_FORMAT}-{rows}-{digest}.usearch"
-
-
-def _write(ann: AnnIndex, folder: Path, rows: int, digest_of: Callable[[], str]) -> Path:
-    """Save ``ann``, built from the first ``rows`` rows, as the file of their fingerprint
-    (written under a name of its own, then renamed, so no reader sees half a file); older files
-    of the set are removed."""
-    path = _file(folder, rows, digest_of())
+def _write(
+    ann: AnnIndex, folder: Path, ids: list[str | None], prints_of: Callable[[], np.ndarray]
+) -> Path:
+    """Save ``ann`` with its manifest (the id and fingerprint of each row), both under names of
+    this save's own, the manifest last; older saves of the set are removed. Returns the manifest."""
     folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / f".{os.getpid()}-{uuid.uuid4().hex}.tmp"
+    stamp = f"{time.time_ns():020d}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    graph, manifest = folder / f"{stamp}.usearch", folder / f"{stamp}{_MANIFEST}"
+    tmp = folder / f".{stamp}.tmp"
     try:
         ann.save(tmp)
-        tmp.replace(path)
+        tmp.replace(graph)
+        packed = "\0".join(memory_id or "" for memory_id in ids).encode()
+        with tmp.open("wb") as out:
+            np.savez(
+                out,
+                format=np.int64(_FORMAT),
+                rows=np.int64(len(ids)),
+                ids=np.frombuffer(packed, dtype=np.uint8),
+                fingerprints=prints_of(),
+            )
+        tmp.replace(manifest)
     finally:
         tmp.unlink(missing_ok=True)
-    for old in folder.glob("*.usearch"):
-        if old != path:
+    for old in folder.iterdir():
+        if not old.name.startswith((stamp, ".")):
             old.unlink(missing_ok=True)
     _remove_old_layout(folder)
-    return path
+    return manifest
+
+
+def _latest(folder: Path) -> tuple[Path, list[str], np.ndarray] | None:
+    """The newest complete save in ``folder``: its graph, row ids ("" for an empty row) and
+    fingerprints; None if there is none (or it cannot be read)."""
+    for manifest in sorted(folder.glob(f"*{_MANIFEST}"), reverse=True):
+        graph = manifest.with_name(manifest.name[: -len(_MANIFEST)] + ".usearch")
+        try:
+            with np.load(manifest) as data:
+                if int(data["format"]) != _FORMAT or not graph.exists():
+                    continue
+                rows = int(data["rows"])
+                ids = data["ids"].tobytes().decode().split("\0") if rows else []
+                prints = np.asarray(data["fingerprints"], dtype=np.float32)
+        except (OSError, ValueError, KeyError) as exc:
+            logger.warning("cannot read the saved vector index %s: %s", manifest, exc)
+            continue
+        if len(ids) == rows == prints.shape[0]:
+            return graph, ids, prints
+    return None
+
+
+_EMPTY = -2
+"""In :func:`_match`: a saved row that held no memory (not in the graph)."""
+
+
+def _match(vs: VectorSet, ids: list[str], prints: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each saved row: the row of its memory in ``vs`` (-1: gone, ``_EMPTY``: it held
+    none) and whether that row still has the vector it had (same fingerprint)."""
+    new = np.empty(len(ids), dtype=np.int64)
+    for i, memory_id in enumerate(ids):
+        row = vs.row_of(memory_id) if memory_id else _EMPTY
+        new[i] = -1 if row is None else row
+    same = new >= 0
+    same[same] = np.all(vs.fingerprints(new[same]) == prints[same], axis=1)
+    return new, same
+
+
+def _patch(ann: AnnIndex, stale: np.ndarray, keep: np.ndarray, to: np.ndarray) -> None:
+    """Remove the ``stale`` keys, then rename ``keep`` to ``to`` (through keys above any row,
+    so that a key is never renamed onto one not yet moved)."""
+    assert isinstance(ann, USearchIndex)
+    ann.remove(stale)
+    ann.rename(keep, keep + _RENAME_OFFSET)
+    ann.rename(keep + _RENAME_OFFSET, to)
+
+
+def _discard(manifest: Path) -> None:
+    """Remove a save (its manifest first: a graph without one is never read)."""
+    manifest.unlink(missing_ok=True)
+    manifest.with_name(manifest.name[: -len(_MANIFEST)] + ".usearch").unlink(missing_ok=True)
 
 
 def _remove_old_layout(folder: Path) -> None:

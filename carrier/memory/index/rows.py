@@ -9,7 +9,6 @@ numbers usable as the keys of an ANN index built over the same rows.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -454,17 +453,21 @@ class VectorSet:
         return rows[order].astype(np.int64), scores[top][order].astype(np.float32)
 
     # -- identity ----------------------------------------------------------------------------
-    def digest(self, rows: int | None = None) -> str:
-        """A fingerprint of the ids in row order and of the vectors of the first ``rows`` rows
-        (default: all), to validate a saved index."""
-        n = self._size if rows is None else min(rows, self._size)
-        h = hashlib.sha256()
-        for memory_id in self._ids[:n]:
-            h.update((memory_id or "").encode())
-            h.update(b"\0")
-        probe = np.random.default_rng(0).standard_normal(self.dim).astype(np.float32)
-        h.update(np.round(self._vectors[:n] @ probe, 3).astype(np.float32).tobytes())
-        return h.hexdigest()
+    def ids(self, rows: int) -> list[str | None]:
+        """The memory ids of rows ``0 .. rows - 1`` (None for a dead row)."""
+        return list(self._ids[:rows])
+
+    def fingerprints(self, rows: np.ndarray) -> np.ndarray:
+        """``(len(rows), 2)`` float32: two rounded projections of each row's vector. Equal
+        fingerprints mean (all but surely) the same vector; a saved index uses them to tell
+        which of its rows still hold what they held."""
+        probes = np.random.default_rng(1).standard_normal((self.dim, 2)).astype(np.float32)
+        out = np.empty((len(rows), 2), dtype=np.float32)
+        with one_blas_thread():
+            for start in range(0, len(rows), 65_536):  # a gather of every row at once is big
+                part = rows[start : start + 65_536]
+                out[start : start + len(part)] = np.round(self._vectors[part] @ probes, 4)
+        return out
 
 
 def rows_from_sequences(
