@@ -122,7 +122,7 @@ class VectorIndex:
         count: Counter,
         directory: Path | None = None,
         ann_rows: int = 20_000,
-        persist_rows: int = 50_000,
+        persist_rows: int = 20_000,
         wait_rows: int = 20_000,
         ann_factory: AnnFactory = default_ann,
         max_candidates: int = 4096,
