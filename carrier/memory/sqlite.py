@@ -203,6 +203,26 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # 4: the full-text index's vocabulary (how many memories hold each word), so a text search
     # looks for a query's rare words and skips the common ones.
     ("CREATE VIRTUAL TABLE memories_vocab USING fts5vocab(memories_fts, row)",),
+    # 5: an update that leaves a memory's text or vector as it was (a message updated with the
+    # vector made for it) touches neither the full-text index (a delete and a re-insert of the
+    # same text every turn, which also grow the index) nor the change log (a needless ANN
+    # re-insert in every process).
+    (
+        "DROP TRIGGER memories_fts_update",
+        """CREATE TRIGGER memories_fts_update AFTER UPDATE OF content ON memories
+        WHEN json_extract(old.content, '$.text') IS NOT json_extract(new.content, '$.text') BEGIN
+            INSERT INTO memories_fts (memories_fts, rowid, text)
+            VALUES ('delete', old.seq, coalesce(json_extract(old.content, '$.text'), ''));
+            INSERT INTO memories_fts (rowid, text)
+            VALUES (new.seq, coalesce(json_extract(new.content, '$.text'), ''));
+        END""",
+        "DROP TRIGGER memories_log_update",
+        """CREATE TRIGGER memories_log_update AFTER UPDATE OF embedding, embedding_model ON memories
+        WHEN old.embedding IS NOT new.embedding OR old.embedding_model IS NOT new.embedding_model
+        BEGIN
+            INSERT INTO memory_changes (agent_id, memory_id) VALUES (new.agent_id, new.id);
+        END""",
+    ),
 )
 """Schema steps: step ``i`` (0-based) brings the database to version ``i + 1``. Append only."""
 

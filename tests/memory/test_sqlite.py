@@ -216,3 +216,38 @@ async def test_sqlite_turn_reads_walk_an_index_in_order(
     assert "USING INDEX memories_room_kind" in plans[0], plans[0]
     assert "USING INDEX memories_entity_kind" in plans[1], plans[1]
     assert not any("TEMP B-TREE" in plan or plan.startswith("SCAN") for plan in plans), plans
+
+
+async def test_sqlite_update_that_keeps_text_and_vector_leaves_the_indexes_alone(
+    tmp_path: Path,
+) -> None:
+    # A message is stored, then updated with its vector (every turn); the full-text index must not
+    # delete and re-insert its unchanged text, nor the change log replay an unchanged vector.
+    path = tmp_path / "carrier.db"
+
+    def counts() -> tuple[int, int]:
+        with closing(sqlite3.connect(path)) as db:
+            fts = db.execute("SELECT count(*) FROM memories_fts_data").fetchone()[0]
+            log = db.execute("SELECT count(*) FROM memory_changes").fetchone()[0]
+            return int(fts), int(log)
+
+    async with SQLiteStore(path=path) as store:
+        memory = await store.add_memory(_memory("the lighthouse keeper"))
+        before = counts()
+        memory.embedding, memory.embedding_model = [1.0, 0.0], "m:2"
+        await store.update_memory(memory)  # the vector is new: logged; the text is not
+        fts, log = counts()
+        assert (fts, log) == (before[0], before[1] + 1)
+        memory.content.metadata["seen"] = True
+        await store.update_memory(memory)  # same text, same vector: nothing
+        assert counts() == (fts, log)
+        memory.content.text = "the harbour master"
+        await store.update_memory(memory)  # new text: indexed
+        assert counts()[0] > fts
+        hits = await store.search_hybrid(
+            agent_id="a", text="harbour", embedding=[], embedding_model="m:2"
+        )
+        assert [h.memory.id for h in hits] == [memory.id]
+        assert not await store.search_hybrid(
+            agent_id="a", text="lighthouse", embedding=[], embedding_model="m:2"
+        )
