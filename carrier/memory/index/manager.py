@@ -61,7 +61,8 @@ Counter = Callable[[str, str, int], Awaitable[int]]
 AnnFactory = Callable[[int], AnnIndex | None]
 
 _Key = tuple[str, str, int]
-_BUILD_CHUNK = 20_000
+_BUILD_CHUNK = 5_000
+"""Rows added to an ANN index per worker-thread call: a close waits for at most one call."""
 _THREAD_ROWS = 50_000
 """Exact searches over more rows than this run in a worker thread, off the event loop."""
 _FORMAT = 3
@@ -494,11 +495,13 @@ class VectorIndex:
         graph, ids, prints = saved
         old = np.arange(len(ids), dtype=np.int64)
         new, same = await asyncio.to_thread(_match, vs, ids, prints)
+        if entry.cancelled or self._closed:
+            return None, 0
         if np.count_nonzero(same) < _MIN_KEPT * len(vs):
             logger.info("the saved vector index in %s fits too few rows; building one", folder)
             return None, 0
         ann = await asyncio.to_thread(USearchIndex.restore, graph, vs.dim)
-        if ann is None:
+        if ann is None or entry.cancelled or self._closed:
             return None, 0
         stale = old[~same & (new != _EMPTY)]
         await asyncio.to_thread(_patch, ann, stale, old[same], new[same])
