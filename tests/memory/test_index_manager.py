@@ -357,14 +357,19 @@ class GatedSave:
         return self.inner.memory_bytes
 
 
-async def test_index_holds_changes_while_saving_and_searches_them_exactly(tmp_path: Path) -> None:
-    source = Source(clustered(2000))
+def gated_index(
+    tmp_path: Path, source: Source, *, gate_open: bool, **options: float
+) -> tuple[VectorIndex, list[GatedSave]]:
+    """An index saving under ``tmp_path`` whose ANN indexes (listed as made) save through a
+    gate, open or closed to begin with."""
     made: list[GatedSave] = []
 
     def factory(dim: int) -> AnnIndex | None:
         inner = default_ann(dim)
         assert inner is not None
         made.append(GatedSave(inner))
+        if gate_open:
+            made[-1].gate.set()
         return made[-1]  # type: ignore[return-value]
 
     index = VectorIndex(
@@ -375,7 +380,14 @@ async def test_index_holds_changes_while_saving_and_searches_them_exactly(tmp_pa
         persist_rows=500,
         wait_rows=10**6,
         ann_factory=factory,
+        **options,  # type: ignore[arg-type]
     )
+    return index, made
+
+
+async def test_index_holds_changes_while_saving_and_searches_them_exactly(tmp_path: Path) -> None:
+    source = Source(clustered(2000))
+    index, made = gated_index(tmp_path, source, gate_open=False)
     await index.prepare(AGENT, MODEL, DIM, ann=False)
     building = asyncio.create_task(index.prepare(AGENT, MODEL, DIM))
     [ann] = made
@@ -391,8 +403,8 @@ async def test_index_holds_changes_while_saving_and_searches_them_exactly(tmp_pa
     ann.gate.set()
     await building
     assert not ann.changed_while_saving
-    # Added to the graph once written; the file written meanwhile is not kept (its name would
-    # promise rows it lacks), and closing saves again.
+    # Added to the graph once written; the save made meanwhile is not kept (a row it covers was
+    # removed while it was written), and closing saves again.
     assert ann.search(fresh[0], 1).tolist() == [2000]
     assert not list((tmp_path / "vectors").rglob("*.usearch"))
     await index.close()
@@ -403,25 +415,8 @@ async def test_index_saves_again_while_running_and_keeps_a_file_written_during_a
     tmp_path: Path,
 ) -> None:
     source = Source(clustered(2000))
-    made: list[GatedSave] = []
-
-    def factory(dim: int) -> AnnIndex | None:
-        inner = default_ann(dim)
-        assert inner is not None
-        made.append(GatedSave(inner))
-        made[-1].gate.set()  # open: the first save goes through
-        return made[-1]  # type: ignore[return-value]
-
-    index = VectorIndex(
-        load=source.load,
-        count=source.count,
-        directory=tmp_path / "vectors",
-        ann_rows=500,
-        persist_rows=500,
-        wait_rows=10**6,
-        ann_factory=factory,
-        save_every_s=0.0,  # every change may start a save
-    )
+    # The first save goes through; every change may start another.
+    index, made = gated_index(tmp_path, source, gate_open=True, save_every_s=0.0)
     folder = tmp_path / "vectors" / "m_32-32" / "agent"
 
     await index.prepare(AGENT, MODEL, DIM)  # loaded, built, saved
