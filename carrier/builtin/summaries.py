@@ -139,10 +139,17 @@ class ConversationSummarizer:
         )
 
     async def pending(
-        self, store: Store, *, agent_id: str, room_id: str, backlog: int
+        self,
+        store: Store,
+        *,
+        agent_id: str,
+        room_id: str,
+        backlog: int,
+        latest: list[Memory] | None = None,
     ) -> list[Memory]:
-        """Unsummarized messages older than the window, oldest first (at most ``backlog``)."""
-        mark = await self.watermark(store, agent_id=agent_id, room_id=room_id)
+        """Unsummarized messages older than the window, oldest first (at most ``backlog``);
+        ``latest`` as for :meth:`watermark`."""
+        mark = await self.watermark(store, agent_id=agent_id, room_id=room_id, latest=latest)
         rows = await store.get_memories(
             agent_id=agent_id,
             room_id=room_id,
@@ -174,14 +181,18 @@ class ConversationSummarizer:
     async def run(self, turn: Turn) -> None:
         rt = turn.runtime
         assert turn.room is not None
-        found = await self.pending(
-            rt.store, agent_id=rt.agent_id, room_id=turn.room.id, backlog=self.max_backlog
-        )
-        if len(found) < self.threshold:
-            return
         latest = await rt.store.get_memories(
             agent_id=rt.agent_id, room_id=turn.room.id, kinds=[MemoryKind.SUMMARY], limit=1
         )
+        found = await self.pending(
+            rt.store,
+            agent_id=rt.agent_id,
+            room_id=turn.room.id,
+            backlog=self.max_backlog,
+            latest=latest,
+        )
+        if len(found) < self.threshold:
+            return
         previous = latest[0].content.text if latest else ""
         chunks = math.ceil(len(found) / self.max_batch)
         size = math.ceil(len(found) / chunks)
