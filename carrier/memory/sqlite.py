@@ -342,8 +342,9 @@ class SQLiteStore(RankedSearch, Store):
         self._lock = asyncio.Lock()
         self._sync_lock = asyncio.Lock()
         self._cursor = 0
-        self._doc_count_cache: OrderedDict[str, tuple[int, float]] = OrderedDict()
         """The last ``memory_changes`` entry applied to the vector index."""
+        self._doc_count_cache: OrderedDict[str, tuple[int, float]] = OrderedDict()
+        """Word → (memories holding it, when read), for :meth:`_doc_counts`."""
         self.vectors: VectorIndex | None = None
         """The in-memory vector index searches use (None: ``vector_index=False``, every search
         reads its candidates from the database)."""
