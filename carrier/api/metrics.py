@@ -134,7 +134,7 @@ class Metrics:
                 f"carrier_turn_stage_seconds_count{label} {self.stage_count[stage]}",
             ]
         lines += [
-            "# HELP carrier_vector_rows Memories held in the in-process vector index.",
+            "# HELP carrier_vector_rows Memories held in the in-process vector index, by set.",
             "# TYPE carrier_vector_rows gauge",
             "# HELP carrier_vector_bytes Memory the vector index holds (rows, ANN graph).",
             "# TYPE carrier_vector_bytes gauge",
@@ -143,7 +143,8 @@ class Metrics:
         ]
         for entry in vectors:
             label = (
-                f'agent="{_label(str(entry["agent_id"]))}",model="{_label(str(entry["model"]))}"'
+                f'agent="{_label(str(entry["agent_id"]))}",model="{_label(str(entry["model"]))}",'
+                f'set="{_label(str(entry["set"]))}"'
             )
             if entry["rows"] is None:  # still loading
                 continue

@@ -26,7 +26,7 @@ from pymongo.operations import SearchIndexModel
 
 from carrier.memory import _mongo_codec as codec
 from carrier.memory.hybrid import query_terms
-from carrier.memory.index import VectorRows
+from carrier.memory.index import Shard, VectorRows
 from carrier.memory.vector import cosine_top_k
 
 __all__ = [
@@ -89,12 +89,21 @@ async def exact_search(
     ]
 
 
+def vectors_filter(agent_id: str, model: str, dim: int, shard: Shard) -> dict[str, Any]:
+    """The agent's ``model`` vectors of ``dim`` dimensions of the kinds the shard holds."""
+    kinds = (
+        {"$in": sorted(shard.kinds)} if shard.kinds is not None else {"$nin": sorted(shard.others)}
+    )
+    return {"agent_id": agent_id, "embedding_model": model, "embedding_dim": dim, "kind": kinds}
+
+
 async def load_vectors(
-    memories: Collection, agent_id: str, model: str, dim: int
+    memories: Collection, agent_id: str, model: str, dim: int, shard: Shard
 ) -> AsyncIterator[VectorRows]:
-    """The agent's ``model`` vectors of ``dim`` dimensions in pages, in insertion order."""
+    """The agent's ``model`` vectors of ``dim`` dimensions of the shard's kinds in pages, in
+    insertion order."""
     cursor = memories.find(
-        {"agent_id": agent_id, "embedding_model": model, "embedding_dim": dim},
+        vectors_filter(agent_id, model, dim, shard),
         {"_id": 1, "room_id": 1, "entity_id": 1, "kind": 1, "created_us": 1, "embedding": 1},
         sort=[("seq", 1)],
         batch_size=_LOAD_BATCH,

@@ -53,7 +53,7 @@ from carrier.memory._mongo_schema import (
 )
 from carrier.memory._ranked import MemoryQuery, RankedSearch, search_index
 from carrier.memory.base import Store
-from carrier.memory.index import VectorFilter, VectorIndex, VectorRows
+from carrier.memory.index import Shard, VectorFilter, VectorIndex, VectorRows
 from carrier.types import (
     AgentRecord,
     Entity,
@@ -582,15 +582,18 @@ class MongoStore(RankedSearch, Store):
         present = {doc["_id"] for doc in current}
         self.vectors.remove([i for i in ids if i not in present], agent_id=agent_id)
 
-    async def _count_vectors(self, agent_id: str, model: str, dim: int) -> int:
+    async def _count_vectors(self, agent_id: str, model: str, dim: int, shard: Shard) -> int:
         col = self._col("memories")
-        query = {"agent_id": agent_id, "embedding_model": model, "embedding_dim": dim}
+        query = search.vectors_filter(agent_id, model, dim, shard)
         with self._errors("counting vectors"):
             return await col.count_documents(query)
 
-    async def _load_vectors(self, agent_id: str, model: str, dim: int) -> AsyncIterator[VectorRows]:
+    async def _load_vectors(
+        self, agent_id: str, model: str, dim: int, shard: Shard
+    ) -> AsyncIterator[VectorRows]:
         with self._errors("loading vectors"):
-            async for page in search.load_vectors(self._col("memories"), agent_id, model, dim):
+            memories = self._col("memories")
+            async for page in search.load_vectors(memories, agent_id, model, dim, shard):
                 yield page
 
     # -- re-embedding ------------------------------------------------------------------------

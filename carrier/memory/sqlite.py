@@ -38,7 +38,7 @@ from carrier.errors import ConfigError, StoreError
 from carrier.memory._ranked import MemoryQuery, RankedSearch, search_index
 from carrier.memory.base import Store
 from carrier.memory.hybrid import folded, fts5_match, query_terms, rarest_terms
-from carrier.memory.index import VectorIndex, VectorRows
+from carrier.memory.index import Shard, VectorIndex, VectorRows
 from carrier.memory.vector import cosine_top_k, from_blob, from_blobs, to_blob
 from carrier.types import (
     AgentRecord,
@@ -270,6 +270,15 @@ def _vector_rows(rows: Sequence[sqlite3.Row], dim: int) -> VectorRows:
         created_us=[row[5] for row in rows],
         vectors=from_blobs((row[6] for row in rows), dim),
     )
+
+
+def _shard_condition(shard: Shard) -> tuple[str, list[str]]:
+    """The SQL condition (and its parameters) for the kinds a vector set holds."""
+    kinds, negate = (shard.kinds, False) if shard.kinds is not None else (shard.others, True)
+    if not kinds:
+        return ("0" if not negate else "1"), []
+    marks = ", ".join("?" * len(kinds))
+    return f"kind {'NOT IN' if negate else 'IN'} ({marks})", sorted(kinds)
 
 
 def _blob(embedding: Sequence[float] | None) -> bytes | None:
@@ -870,25 +879,30 @@ class SQLiteStore(RankedSearch, Store):
             await self._sync_vectors()
             await self.vectors.prepare(agent_id, embedding_model, dim)
 
-    async def _count_vectors(self, agent_id: str, model: str, dim: int) -> int:
+    async def _count_vectors(self, agent_id: str, model: str, dim: int, shard: Shard) -> int:
+        kind, kind_params = _shard_condition(shard)
         rows = await self._fetch(
             "counting vectors",
-            "SELECT count(*) FROM memories WHERE agent_id = ? AND embedding_model = ?",
-            (agent_id, model),
+            f"SELECT count(*) FROM memories WHERE agent_id = ? AND embedding_model = ? AND {kind}",
+            (agent_id, model, *kind_params),
         )
         return int(rows[0][0])
 
-    async def _load_vectors(self, agent_id: str, model: str, dim: int) -> AsyncIterator[VectorRows]:
-        """The agent's ``model`` vectors in pages, in insertion order; statements of other callers
-        run between pages."""
+    async def _load_vectors(
+        self, agent_id: str, model: str, dim: int, shard: Shard
+    ) -> AsyncIterator[VectorRows]:
+        """The agent's ``model`` vectors of the shard's kinds in pages, in insertion order;
+        statements of other callers run between pages."""
+        kind, kind_params = _shard_condition(shard)
         last = -1
         while True:
             rows = await self._fetch(
                 "loading vectors",
-                """SELECT seq, id, room_id, entity_id, kind, created_at, embedding FROM memories
+                f"""SELECT seq, id, room_id, entity_id, kind, created_at, embedding FROM memories
                 WHERE agent_id = ? AND embedding_model = ? AND length(embedding) = ? AND seq > ?
+                    AND {kind}
                 ORDER BY seq LIMIT ?""",
-                (agent_id, model, dim * 4, last, _LOAD_PAGE),
+                (agent_id, model, dim * 4, last, *kind_params, _LOAD_PAGE),
             )
             if not rows:
                 return

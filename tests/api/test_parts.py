@@ -82,14 +82,19 @@ def test_metrics_sum_stage_times_and_show_the_vector_index() -> None:
     metrics.observe_turn("a", "ignored", 0.1, Usage(), {"message": 30.0})
     text = metrics.render(
         [
-            {"agent_id": "a", "model": "m:3", "rows": 5, "bytes": 60, "ann": False, "ann_bytes": 0},
-            {"agent_id": "b", "model": "m:3", "rows": None, "bytes": 0, "ann": False},  # loading
+            {"agent_id": "a", "model": "m:3", "set": "main", "rows": 5, "bytes": 60, "ann": False,
+             "ann_bytes": 0},
+            {"agent_id": "a", "model": "m:3", "set": "knowledge", "rows": 2, "bytes": 24,
+             "ann": False, "ann_bytes": 0},
+            {"agent_id": "b", "model": "m:3", "set": "main", "rows": None, "bytes": 0,
+             "ann": False},  # loading
         ]
-    )
+    )  # fmt: skip
     assert 'carrier_turn_stage_seconds_sum{stage="message"} 0.05' in text
     assert 'carrier_turn_stage_seconds_count{stage="message"} 2' in text
     assert 'carrier_turn_stage_seconds_sum{stage="state"} 0.01' in text
-    assert 'carrier_vector_rows{agent="a",model="m:3"} 5' in text
-    assert 'carrier_vector_bytes{agent="a",model="m:3",part="rows"} 60' in text
-    assert 'carrier_vector_ann_ready{agent="a",model="m:3"} 0' in text
+    assert 'carrier_vector_rows{agent="a",model="m:3",set="main"} 5' in text
+    assert 'carrier_vector_rows{agent="a",model="m:3",set="knowledge"} 2' in text
+    assert 'carrier_vector_bytes{agent="a",model="m:3",set="main",part="rows"} 60' in text
+    assert 'carrier_vector_ann_ready{agent="a",model="m:3",set="main"} 0' in text
     assert 'agent="b"' not in text

@@ -117,9 +117,12 @@ async def test_metrics_prometheus_text(client: httpx.AsyncClient) -> None:
     assert "carrier_cost_usd_total 0" in text
     assert "# TYPE carrier_turn_seconds histogram" in text
     assert 'carrier_turn_stage_seconds_count{stage="evaluate"} 2' in text
-    # The agent's vectors, as the store's in-process index holds them (its messages and replies).
-    [line] = [row for row in text.splitlines() if row.startswith("carrier_vector_rows{")]
-    assert f'agent="{agent_id}"' in line and int(line.rsplit(" ", 1)[1]) >= 2
+    # The agent's vectors, as the store's in-process index holds them: its messages and replies
+    # in the main set, its (absent) knowledge in a set of its own.
+    lines = [row for row in text.splitlines() if row.startswith("carrier_vector_rows{")]
+    rows = {line.split('set="')[1].split('"')[0]: int(line.rsplit(" ", 1)[1]) for line in lines}
+    assert all(f'agent="{agent_id}"' in line for line in lines)
+    assert rows["main"] >= 2 and rows["knowledge"] == 0
 
 
 async def test_app_mounts_extra_routers_and_hides_bugs_behind_a_generic_500(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from carrier.memory.index import VectorFilter, VectorIndex, VectorRows
+from carrier.memory.index import Shard, VectorFilter, VectorIndex, VectorRows
 from carrier.memory.index.ann import AnnIndex, default_ann
 from carrier.memory.vector import cosine_top_k
 
@@ -30,14 +31,19 @@ def clustered(n: int, seed: int = 0) -> np.ndarray:
 class Source:
     """A store stand-in: rows in memory, optionally held back until ``release``."""
 
-    def __init__(self, vectors: np.ndarray, *, hold: bool = False) -> None:
+    def __init__(
+        self, vectors: np.ndarray, *, hold: bool = False, kinds: list[str] | None = None
+    ) -> None:
         self.vectors = vectors
         self.ids = [f"m{i}" for i in range(len(vectors))]
         self.rooms = [f"r{i % 3}" for i in range(len(vectors))]
+        self.kinds = kinds
+        """Each row's kind (None: facts and messages in turn)."""
         self.released = asyncio.Event()
         if not hold:
             self.released.set()
-        self.loads = 0
+        self.loads: collections.Counter[str] = collections.Counter()
+        """Loads by set."""
 
     def rows(self, start: int = 0, stop: int | None = None) -> VectorRows:
         stop = len(self.ids) if stop is None else stop
@@ -45,18 +51,25 @@ class Source:
             ids=self.ids[start:stop],
             rooms=self.rooms[start:stop],
             entities=["e"] * (stop - start),
-            kinds=["message" if i % 2 else "fact" for i in range(start, stop)],
+            kinds=(
+                self.kinds[start:stop]
+                if self.kinds is not None
+                else ["message" if i % 2 else "fact" for i in range(start, stop)]
+            ),
             created_us=list(range(start, stop)),
             vectors=self.vectors[start:stop],
         )
 
-    async def load(self, agent_id: str, model: str, dim: int) -> AsyncIterator[VectorRows]:
-        self.loads += 1
+    async def load(
+        self, agent_id: str, model: str, dim: int, shard: Shard
+    ) -> AsyncIterator[VectorRows]:
+        self.loads[shard.name or "main"] += 1
         await self.released.wait()
         for start in range(0, len(self.ids), 1000):
-            yield self.rows(start, min(start + 1000, len(self.ids)))
+            page = self.rows(start, min(start + 1000, len(self.ids)))
+            yield page.take([i for i, kind in enumerate(page.kinds) if shard.holds(kind)])
 
-    async def count(self, agent_id: str, model: str, dim: int) -> int:
+    async def count(self, agent_id: str, model: str, dim: int, shard: Shard) -> int:
         return len(self.ids)
 
 
@@ -114,7 +127,7 @@ async def test_index_search_waits_for_small_sets_and_falls_back_for_big_ones() -
     await index.prepare(AGENT, MODEL, DIM)
     hits = await index.search(agent_id=AGENT, model=MODEL, query=query, k=3)
     assert hits is not None and [i for i, _ in hits] == exact_ids(source, query, 3)
-    assert source.loads == 1
+    assert source.loads == {"main": 1, "knowledge": 1}  # each set loaded once
 
     small = Source(clustered(50))
     index = VectorIndex(load=small.load, count=small.count, wait_rows=100)
@@ -145,7 +158,7 @@ async def test_index_search_waits_for_a_big_load_when_the_fallback_reads_as_much
     source.released.set()
     hits = await waiting
     assert hits is not None and [i for i, _ in hits] == exact_ids(source, query, 3)
-    assert source.loads == 1
+    assert source.loads == {"main": 1, "knowledge": 1}  # each set loaded once
     await index.close()
 
 
@@ -228,6 +241,59 @@ async def test_index_keeps_the_ann_in_step_with_changes_during_and_after_a_build
     await index.close()
 
 
+async def test_index_keeps_knowledge_in_a_set_of_its_own(tmp_path: Path) -> None:
+    kinds = ["knowledge" if i % 4 == 0 else "message" for i in range(4000)]
+    source = Source(clustered(4000), kinds=kinds)
+    directory = tmp_path / "vectors"
+    index = VectorIndex(
+        load=source.load,
+        count=source.count,
+        ann_rows=500,
+        persist_rows=500,
+        wait_rows=10**6,
+        directory=directory,
+    )
+    query = clustered(1, seed=5)[0]
+    is_knowledge = np.array([kind == "knowledge" for kind in kinds])
+
+    # A knowledge search loads and reads the knowledge set alone.
+    knowledge = VectorFilter(kinds=frozenset({"knowledge"}))
+    hits = await index.search(agent_id=AGENT, model=MODEL, query=query, k=10, flt=knowledge)
+    assert source.loads == {"knowledge": 1}
+    assert hits is not None and [i for i, _ in hits] == exact_ids(source, query, 10, is_knowledge)
+
+    # Without a kind filter, both sets are searched and their exact scores merged.
+    await index.prepare(AGENT, MODEL, DIM)
+    assert index.ann_ready(AGENT, MODEL, DIM) and index.ann_ready(AGENT, MODEL, DIM, "knowledge")
+    assert {s["set"]: s["rows"] for s in index.stats()} == {"main": 3000, "knowledge": 1000}
+    hits = await index.search(agent_id=AGENT, model=MODEL, query=query, k=10)
+    assert hits is not None and [i for i, _ in hits] == exact_ids(source, query, 10)
+    assert [score for _, score in hits] == sorted((score for _, score in hits), reverse=True)
+    messages = VectorFilter(kinds=frozenset({"message"}))
+    hits = await index.search(agent_id=AGENT, model=MODEL, query=query, k=10, flt=messages)
+    assert hits is not None and [i for i, _ in hits] == exact_ids(source, query, 10, ~is_knowledge)
+
+    # A memory whose kind changes moves to the other set.
+    moved = VectorRows(["m1"], ["r0"], ["e"], ["knowledge"], [1], query[None, :])
+    index.upsert(AGENT, MODEL, moved)
+    hits = await index.search(agent_id=AGENT, model=MODEL, query=query, k=1, flt=knowledge)
+    assert hits == [("m1", pytest.approx(1.0))]
+    hits = await index.search(agent_id=AGENT, model=MODEL, query=query, k=5, flt=messages)
+    assert hits is not None and "m1" not in {i for i, _ in hits}
+
+    # Each set is saved in a folder of its own; deleting the agent removes both, even a set
+    # this process never loaded.
+    await index.close()
+    model_dir = directory / "m_32-32"
+    assert sorted(p.name for p in model_dir.iterdir()) == ["agent", "agent~knowledge"]
+    assert list((model_dir / "agent~knowledge").glob("*.rows.npz"))
+    later = VectorIndex(load=source.load, count=source.count, directory=directory)
+    await later.search(agent_id=AGENT, model=MODEL, query=query, k=1, flt=messages)
+    later.drop_agent(AGENT)
+    assert list(model_dir.iterdir()) == []
+    await later.close()
+
+
 def saved_rows(folder: Path) -> list[int]:
     """How many rows each save in ``folder`` covers (from its manifest)."""
     rows = []
@@ -303,7 +369,7 @@ async def test_index_is_saved_and_reloaded_then_patched_to_the_rows_as_loaded(
     hits = await third.search(agent_id=AGENT, model=MODEL, query=clustered(1, 7)[0], k=3000)
     assert hits is not None and "m7" not in {i for i, _ in hits}
     # Each key of the graph holds the vector of the memory in that row now.
-    entry = third._entries[(AGENT, MODEL, DIM)]
+    entry = third._entries[(AGENT, MODEL, DIM, "")]
     assert entry.ann is not None and entry.vectors is not None
     rows = entry.vectors.live_rows()
     stored = np.asarray(entry.ann._index.get(rows.astype(np.uint64)), dtype=np.float32)  # type: ignore[attr-defined]
@@ -433,7 +499,7 @@ async def test_index_saves_again_while_running_and_keeps_a_file_written_during_a
         return VectorRows(ids, ["r0"] * n, ["e"] * n, ["fact"] * n, [0] * n, vectors)
 
     index.upsert(AGENT, MODEL, rows(["x0"], extra[:1]))
-    saving = index._entries[(AGENT, MODEL, DIM)].saving
+    saving = index._entries[(AGENT, MODEL, DIM, "")].saving
     assert saving is not None and await asyncio.to_thread(ann.saving.wait, 30)
     index.upsert(AGENT, MODEL, rows(["x1", "x2"], extra[1:]))
     ann.gate.set()

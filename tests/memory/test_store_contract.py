@@ -589,6 +589,29 @@ async def test_store_search_follows_updates_and_deletes(store: Store) -> None:
     assert d.id  # (kept for readability)
 
 
+async def test_store_search_merges_kinds_each_memory_once(store: Store) -> None:
+    """An index may keep knowledge apart from conversation: a search over several kinds still
+    ranks them together, each memory once, and follows deletions in either part."""
+    kinds = [MemoryKind.KNOWLEDGE, MemoryKind.MESSAGE, MemoryKind.FACT, MemoryKind.KNOWLEDGE]
+    added = []
+    for i, kind in enumerate(kinds):
+        vector = [1.0, 0.2 * i, 0.0]
+        added.append(await store.add_memory(make_memory(f"n{i}", embedding=vector, kind=kind)))
+
+    async def found(k: int = 10, **options: Any) -> list[str]:
+        hits = await store.search_memories(
+            agent_id=AGENT, embedding=[1.0, 0.0, 0.0], embedding_model=MODEL, k=k, **options
+        )
+        return [h.memory.content.text for h in hits]
+
+    assert await found() == ["n0", "n1", "n2", "n3"]
+    assert await found(kinds=[MemoryKind.FACT, MemoryKind.KNOWLEDGE]) == ["n0", "n2", "n3"]
+    assert await found(kinds=[MemoryKind.KNOWLEDGE], k=1) == ["n0"]
+    assert await store.delete_memory(added[0].id)
+    assert await found() == ["n1", "n2", "n3"]
+    assert await found(kinds=[MemoryKind.KNOWLEDGE]) == ["n3"]
+
+
 async def test_store_prepare_search_then_search(store: Store) -> None:
     await store.add_memory(make_memory("x", embedding=[1.0, 0.0, 0.0]))
     await store.prepare_search(agent_id=AGENT, embedding_model=MODEL, dim=3)

@@ -48,8 +48,9 @@ async def test_runtime_start_loads_the_agents_vectors_after_a_restart(
         await runtime.start()
         await runtime.search_ready()
         assert store.vectors.loaded(runtime.agent_id, model, dim)
-        stats = {s["agent_id"]: s for s in store.vectors.stats()}
-        assert stats[runtime.agent_id]["rows"] == 6  # three messages, three replies
+        stats = {(s["agent_id"], s["set"]): s["rows"] for s in store.vectors.stats()}
+        assert stats[runtime.agent_id, "main"] == 6  # three messages, three replies
+        assert stats[runtime.agent_id, "knowledge"] == 0
         await runtime.stop()
 
 

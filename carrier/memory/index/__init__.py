@@ -6,7 +6,7 @@ model; :mod:`carrier.memory.index.ann` wraps the ANN library.
 
 from __future__ import annotations
 
-from carrier.memory.index.manager import VectorIndex
+from carrier.memory.index.manager import Shard, VectorIndex
 from carrier.memory.index.rows import VectorFilter, VectorRows, VectorSet
 
-__all__ = ["VectorFilter", "VectorIndex", "VectorRows", "VectorSet"]
+__all__ = ["Shard", "VectorFilter", "VectorIndex", "VectorRows", "VectorSet"]

@@ -1,8 +1,11 @@
-"""VectorIndex: the in-process vector search a store delegates to, one set per agent and model.
+"""VectorIndex: the in-process vector search a store delegates to, sets per agent and model.
 
-Each (agent, embedding model, dimension) gets a :class:`~carrier.memory.index.rows.VectorSet`,
-loaded once from the store in the background on first use, then kept in step with writes by the
-store (``upsert`` / ``remove`` / ``remove_matching`` / ``drop_agent``). Until a set is loaded the
+Each (agent, embedding model, dimension) gets a :class:`~carrier.memory.index.rows.VectorSet`
+per :class:`Shard`: knowledge in a set of its own (by default), every other kind in the main set. A search reads only the sets that hold the kinds it asks for (and merges their exact scores):
+a large knowledge base costs the recall of conversations nothing, and a knowledge search reads
+the knowledge set alone however long the conversations grow. Each set is loaded once from the
+store in the background on first use, then kept in step with writes by the store (``upsert`` /
+``remove`` / ``remove_matching`` / ``drop_agent``). Until a set is loaded the
 store answers searches its old way (reading candidates from the database) where that reads few
 rows (one room, one person, facts); a search that would read about every vector waits for the
 load instead (the load reads the same rows once), as does any search of a set small enough to
@@ -33,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import math
 import os
@@ -42,7 +46,7 @@ import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -50,17 +54,33 @@ import numpy as np
 from carrier.memory.index.ann import AnnIndex, USearchIndex, build_threads, default_ann
 from carrier.memory.index.rows import VectorFilter, VectorRows, VectorSet
 
-__all__ = ["BREADTH", "Loader", "VectorIndex"]
+__all__ = ["BREADTH", "Loader", "Shard", "VectorIndex"]
 
 logger = logging.getLogger(__name__)
 
-Loader = Callable[[str, str, int], AsyncIterator[VectorRows]]
-"""``(agent_id, embedding_model, dim)`` → pages of that agent's vectors of that model."""
-Counter = Callable[[str, str, int], Awaitable[int]]
-"""``(agent_id, embedding_model, dim)`` → how many vectors :data:`Loader` would yield."""
+
+@dataclass(frozen=True)
+class Shard:
+    """Which of an agent's memories one vector set holds, by kind: those of ``kinds``, or (with
+    ``kinds`` None) those of every kind not in ``others``. ``name`` is "" for the main set."""
+
+    name: str
+    kinds: frozenset[str] | None = None
+    others: frozenset[str] = frozenset()
+
+    def holds(self, kind: str) -> bool:
+        return kind in self.kinds if self.kinds is not None else kind not in self.others
+
+
+Loader = Callable[[str, str, int, Shard], AsyncIterator[VectorRows]]
+"""``(agent_id, embedding_model, dim, shard)`` → pages of that agent's vectors of that model and
+dimension, of the kinds the shard holds, in insertion order."""
+Counter = Callable[[str, str, int, Shard], Awaitable[int]]
+"""The same arguments → about how many vectors :data:`Loader` would yield."""
 AnnFactory = Callable[[int], AnnIndex | None]
 
-_Key = tuple[str, str, int]
+_Key = tuple[str, str, int, str]
+"""(agent, model, dim, shard name)."""
 _BUILD_CHUNK = 5_000
 """Rows added to an ANN index per worker-thread call: a close waits for at most one call."""
 _THREAD_ROWS = 50_000
@@ -113,7 +133,8 @@ class _Entry:
 class VectorIndex:
     """Per-agent, per-model vector sets with exact and ANN search; see the module docstring.
 
-    ``directory`` (None: never persist) is where ANN indexes are saved. Use from one event loop.
+    ``directory`` (None: never persist) is where ANN indexes are saved. ``own_sets``: the kinds
+    that each get a set of their own (the others share the main set). Use from one event loop.
     """
 
     def __init__(
@@ -129,6 +150,7 @@ class VectorIndex:
         max_candidates: int = 4096,
         breadth: Sequence[tuple[int, int, int]] = BREADTH,
         save_every_s: float = 900.0,
+        own_sets: Sequence[str] = ("knowledge",),
     ) -> None:
         self._load = load
         self._count = count
@@ -143,16 +165,27 @@ class VectorIndex:
         self.save_every_s = save_every_s
         """A changed index is saved again at most this often while it runs (besides on close),
         so that a start after a crash reloads it and adds only the rows written since."""
+        own = frozenset(own_sets)
+        self.shards: tuple[Shard, ...] = (
+            Shard("", others=own),
+            *(Shard(kind, kinds=frozenset({kind})) for kind in sorted(own)),
+        )
+        self._shard_named = {shard.name: shard for shard in self.shards}
         self._entries: dict[_Key, _Entry] = {}
         self._closed = False
 
     # -- state -----------------------------------------------------------------------------
-    def loaded(self, agent_id: str, model: str, dim: int) -> bool:
-        entry = self._entries.get((agent_id, model, dim))
-        return entry is not None and entry.vectors is not None
+    def shard_of(self, kind: str) -> Shard:
+        return next(shard for shard in self.shards if shard.holds(kind))
 
-    def ann_ready(self, agent_id: str, model: str, dim: int) -> bool:
-        entry = self._entries.get((agent_id, model, dim))
+    def loaded(self, agent_id: str, model: str, dim: int) -> bool:
+        """Whether every set of the agent's vectors of this model is loaded."""
+        entries = [self._entries.get((agent_id, model, dim, s.name)) for s in self.shards]
+        return all(entry is not None and entry.vectors is not None for entry in entries)
+
+    def ann_ready(self, agent_id: str, model: str, dim: int, shard: str = "") -> bool:
+        """Whether a set (the main one by default) searches through its ANN index."""
+        entry = self._entries.get((agent_id, model, dim, shard))
         return entry is not None and entry.ann is not None
 
     def has_agent(self, agent_id: str) -> bool:
@@ -170,15 +203,17 @@ class VectorIndex:
         return {key[0] for key in self._entries}
 
     def stats(self) -> list[dict[str, object]]:
-        """Per set: agent, model, dim, rows, bytes, whether its ANN index is ready."""
+        """Per set: agent, model, dim, set ("main" or the kind it holds), rows, bytes, whether
+        its ANN index is ready."""
         out: list[dict[str, object]] = []
-        for (agent_id, model, dim), entry in self._entries.items():
+        for (agent_id, model, dim, shard), entry in self._entries.items():
             vs = entry.vectors
             out.append(
                 {
                     "agent_id": agent_id,
                     "model": model,
                     "dim": dim,
+                    "set": shard or "main",
                     "rows": len(vs) if vs is not None else None,
                     "bytes": vs.nbytes if vs is not None else 0,
                     "ann": entry.ann is not None,
@@ -191,32 +226,34 @@ class VectorIndex:
     async def prepare(
         self, agent_id: str, model: str, dim: int, *, wait: bool = True, ann: bool = True
     ) -> None:
-        """Start loading a set (if not yet); with ``wait``, return when it is loaded and (with
-        ``ann``, where it is big enough for one) its ANN index is ready."""
-        entry = self._entry((agent_id, model, dim))
+        """Start loading the agent's sets of this model (if not yet); with ``wait``, return when
+        they are loaded and (with ``ann``, where big enough for one) their ANN indexes ready."""
+        entries = [self._entry((agent_id, model, dim, s.name)) for s in self.shards]
         if not wait:
             return
-        loading = entry.loading
-        if loading is not None:
-            await asyncio.shield(loading)
-        building = entry.building
-        if ann and building is not None:
-            await asyncio.shield(building)
+        for entry in entries:
+            loading = entry.loading
+            if loading is not None:
+                await asyncio.shield(loading)
+        for entry in entries:
+            building = entry.building
+            if ann and building is not None:
+                await asyncio.shield(building)
 
     def _entry(self, key: _Key) -> _Entry:
         entry = self._entries.get(key)
         if entry is None:
             entry = self._entries[key] = _Entry(key)
             entry.loading = asyncio.get_running_loop().create_task(
-                self._load_entry(entry), name=f"carrier-vectors-load-{key[0]}-{key[1]}"
+                self._load_entry(entry), name=f"carrier-vectors-load-{_describe(key)}"
             )
         return entry
 
     async def _load_entry(self, entry: _Entry) -> None:
-        agent_id, model, dim = entry.key
+        agent_id, model, dim, shard = entry.key
         try:
             vs = VectorSet(dim)
-            async for page in self._load(agent_id, model, dim):
+            async for page in self._load(agent_id, model, dim, self._shard_named[shard]):
                 if entry.cancelled:
                     return
                 vs.upsert(page)
@@ -225,9 +262,9 @@ class VectorIndex:
                 change(vs)
             entry.queued.clear()
             entry.vectors = vs
-            logger.debug("loaded %d %s vectors of agent %s", len(vs), model, agent_id)
+            logger.debug("loaded %d vectors: %s", len(vs), _describe(entry.key))
         except Exception:
-            logger.exception("loading the %s vectors of agent %s failed", model, agent_id)
+            logger.exception("loading vectors failed: %s", _describe(entry.key))
             self._entries.pop(entry.key, None)  # the next search tries again
             return
         finally:
@@ -245,25 +282,46 @@ class VectorIndex:
         flt: VectorFilter = VectorFilter(),
         wait: bool = False,
     ) -> list[tuple[str, float]] | None:
-        """Ids and exact cosine scores of the top ``k``, best first; None when the set is not
-        loaded yet (the caller then searches without the index). A set of up to ``wait_rows``
-        rows is awaited; with ``wait``, any set is (the caller's other way would read as many)."""
+        """Ids and exact cosine scores of the top ``k``, best first; None when a set it needs
+        is not loaded yet (the caller then searches without the index). A set of up to
+        ``wait_rows`` rows is awaited; with ``wait``, any set is (the caller's other way would
+        read as many). Only the sets holding the filter's kinds are searched."""
         q = np.asarray(query, dtype=np.float32).reshape(-1)
         dim = q.shape[0]
-        key = (agent_id, model, dim)
-        entry = self._entries.get(key) or self._entry(key)
+        norm = float(np.linalg.norm(q))
+        if norm > 0:
+            q = q / norm
+        kinds = flt.kinds
+        shards = [s for s in self.shards if kinds is None or any(map(s.holds, kinds))]
+        entries = [self._entry((agent_id, model, dim, s.name)) for s in shards]  # all load at once
+        found: list[tuple[str, float]] = []
+        for shard, entry in zip(shards, entries, strict=True):
+            if kinds is not None and shard.kinds is not None and shard.kinds <= kinds:
+                sub = replace(flt, kinds=None)  # the set holds nothing else
+            else:
+                sub = flt
+            hits = await self._search_set(entry, q, k, sub, wait)
+            if hits is None:
+                return None
+            found += hits
+        if len(entries) > 1:
+            found.sort(key=lambda hit: -hit[1])
+            del found[k:]
+        return found
+
+    async def _search_set(
+        self, entry: _Entry, q: np.ndarray, k: int, flt: VectorFilter, wait: bool
+    ) -> list[tuple[str, float]] | None:
         loading = entry.loading
         if loading is not None:
             if not wait and entry.load_rows is None:
-                entry.load_rows = await self._count(agent_id, model, dim)
+                agent_id, model, dim, shard = entry.key
+                entry.load_rows = await self._count(agent_id, model, dim, self._shard_named[shard])
             if wait or (entry.load_rows is not None and entry.load_rows <= self.wait_rows):
                 await asyncio.shield(loading)
         vs = entry.vectors
         if vs is None:
             return None
-        norm = float(np.linalg.norm(q))
-        if norm > 0:
-            q = q / norm
         if k <= 0 or len(vs) == 0:
             return []
         if entry.ann is not None:
@@ -327,14 +385,25 @@ class VectorIndex:
         if not len(rows) or not self.has_agent(agent_id):
             return
         dim = int(np.asarray(rows.vectors).shape[1])
-        ids = rows.ids
+        parts = self._split(rows)
         for key, entry in list(self._entries.items()):
             if key[0] != agent_id:
                 continue
-            if key == (agent_id, model, dim):
-                self._change(entry, lambda vs: vs.upsert(rows))
-            else:  # the memory's vector moved to another model (reindex): not here any more
-                self._change(entry, lambda vs: vs.remove(ids))
+            mine = parts.get(key[3]) if key[1:3] == (model, dim) else None
+            # The rest are not this set's (any more): another model after a reindex, or a kind
+            # another set holds.
+            gone = set(rows.ids).difference(mine.ids) if mine is not None else set(rows.ids)
+            self._change(entry, functools.partial(_replace, rows=mine, gone=gone))
+
+    def _split(self, rows: VectorRows) -> dict[str, VectorRows]:
+        """The rows by the name of the shard holding them."""
+        names = [self.shard_of(kind).name for kind in dict.fromkeys(rows.kinds)]
+        if len(names) == 1:
+            return {names[0]: rows}
+        at: dict[str, list[int]] = {}
+        for i, kind in enumerate(rows.kinds):
+            at.setdefault(self.shard_of(kind).name, []).append(i)
+        return {name: rows.take(index) for name, index in at.items()}
 
     def remove(self, ids: list[str], *, agent_id: str | None = None) -> None:
         """Memories deleted (or left without a vector); ``agent_id`` None: look everywhere."""
@@ -350,13 +419,16 @@ class VectorIndex:
                 self._change(entry, lambda vs: vs.remove_matching(flt))
 
     def drop_agent(self, agent_id: str) -> None:
-        """Forget an agent's sets (and their saved indexes): the agent was deleted."""
+        """Forget an agent's sets and their saved indexes (of every model): the agent was
+        deleted."""
         for key in [key for key in self._entries if key[0] == agent_id]:
             self._forget(key)
-            folder = self._folder(key)
-            if folder is not None:
-                shutil.rmtree(folder, ignore_errors=True)
-                _remove_old_layout(folder)
+        if self.directory is None or not self.directory.is_dir():
+            return
+        name = _safe(agent_id)
+        for folder in [*self.directory.glob(f"*/{name}"), *self.directory.glob(f"*/{name}~*")]:
+            shutil.rmtree(folder, ignore_errors=True)
+            _remove_old_layout(folder)
 
     def reset(self, agent_id: str | None = None) -> None:
         """Forget every set (of ``agent_id``, or of all agents); each loads again on its next
@@ -395,7 +467,7 @@ class VectorIndex:
             and time.monotonic() - entry.saved_at >= self.save_every_s
         ):
             entry.saving = asyncio.get_running_loop().create_task(
-                self._save_now(entry), name=f"carrier-vectors-save-{entry.key[0]}"
+                self._save_now(entry), name=f"carrier-vectors-save-{_describe(entry.key)}"
             )
 
     async def _save_now(self, entry: _Entry) -> None:
@@ -426,7 +498,7 @@ class VectorIndex:
             return
         entry.changed = set()
         entry.building = asyncio.get_running_loop().create_task(
-            self._build(entry, vs), name=f"carrier-vectors-ann-{entry.key[0]}-{entry.key[1]}"
+            self._build(entry, vs), name=f"carrier-vectors-ann-{_describe(entry.key)}"
         )
 
     async def _build(self, entry: _Entry, vs: VectorSet) -> None:
@@ -459,9 +531,8 @@ class VectorIndex:
             entry.saved_at = time.monotonic()
             entry.dirty = not restored or bool(added) or bool(changed.size)
             logger.debug(
-                "ANN index of agent %s (%s) ready: %d rows (%s)",
-                entry.key[0],
-                entry.key[1],
+                "ANN index ready: %s, %d rows (%s)",
+                _describe(entry.key),
                 len(ann),
                 f"reloaded, {added} added" if restored else "built",
             )
@@ -470,18 +541,20 @@ class VectorIndex:
         except Exception:
             entry.ann_failed = True
             logger.exception(
-                "building the ANN index of agent %s failed; its searches stay exact", entry.key[0]
+                "building the ANN index failed (%s); its searches stay exact", _describe(entry.key)
             )
         finally:
             entry.changed = None
             entry.building = None
 
     def _folder(self, key: _Key) -> Path | None:
-        """Where a set's saved indexes go (one file, named by the rows' fingerprint)."""
+        """Where a set's saved indexes go: ``<model>-<dim>/<agent>`` for the main set,
+        ``<agent>~<kind>`` beside it for a set of one kind (``~`` is never in a safe name)."""
         if self.directory is None:
             return None
-        agent_id, model, dim = key
-        return self.directory / f"{_safe(model)}-{dim}" / _safe(agent_id)
+        agent_id, model, dim, shard = key
+        name = _safe(agent_id) + (f"~{_safe(shard)}" if shard else "")
+        return self.directory / f"{_safe(model)}-{dim}" / name
 
     async def _restore(self, entry: _Entry, vs: VectorSet) -> tuple[AnnIndex | None, int]:
         """The saved index patched to ``vs`` (see the module docstring) and how many rows were
@@ -567,6 +640,12 @@ class VectorIndex:
     def remove_files(self) -> None:
         if self.directory is not None and self.directory.exists():
             shutil.rmtree(self.directory)
+
+
+def _replace(vs: VectorSet, *, rows: VectorRows | None, gone: set[str]) -> np.ndarray:
+    """Remove the ``gone`` memories, upsert ``rows``; the rows changed."""
+    freed = vs.remove(gone) if gone else np.zeros(0, dtype=np.int64)
+    return freed if rows is None else np.concatenate([freed, vs.upsert(rows)])
 
 
 def _add(ann: AnnIndex, rows: np.ndarray, vectors: np.ndarray) -> None:
@@ -665,6 +744,11 @@ def _remove_old_layout(folder: Path) -> None:
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def _describe(key: _Key) -> str:
+    agent_id, model, dim, shard = key
+    return f"agent {agent_id}, {model} ({dim}), {shard or 'main'} set"
 
 
 def _safe(name: str) -> str:

@@ -61,6 +61,17 @@ class VectorRows:
     def __len__(self) -> int:
         return len(self.ids)
 
+    def take(self, index: list[int]) -> VectorRows:
+        """The rows at these positions."""
+        return VectorRows(
+            ids=[self.ids[i] for i in index],
+            rooms=[self.rooms[i] for i in index],
+            entities=[self.entities[i] for i in index],
+            kinds=[self.kinds[i] for i in index],
+            created_us=[self.created_us[i] for i in index],
+            vectors=np.asarray(self.vectors)[index],
+        )
+
 
 @dataclass(slots=True)
 class _Codes:
@@ -206,15 +217,7 @@ class VectorSet:
             raise ValueError(f"expected vectors of shape {(n, self.dim)}, got {vectors.shape}")
         if len(set(rows.ids)) != n:  # an id twice in one batch: its last version counts
             last = list({memory_id: i for i, memory_id in enumerate(rows.ids)}.values())
-            rows = VectorRows(
-                ids=[rows.ids[i] for i in last],
-                rooms=[rows.rooms[i] for i in last],
-                entities=[rows.entities[i] for i in last],
-                kinds=[rows.kinds[i] for i in last],
-                created_us=[rows.created_us[i] for i in last],
-                vectors=vectors[last],
-            )
-            vectors, n = rows.vectors, len(last)
+            rows, vectors, n = rows.take(last), vectors[last], len(last)
         targets = np.empty(n, dtype=np.int64)
         fresh = 0
         for i, memory_id in enumerate(rows.ids):
