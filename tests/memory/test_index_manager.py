@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from carrier.memory.index import Shard, VectorFilter, VectorIndex, VectorRows
-from carrier.memory.index.ann import AnnIndex, default_ann
+from carrier.memory.index.ann import AnnIndex, USearchIndex, default_ann
 from carrier.memory.vector import cosine_top_k
 
 pytest.importorskip("usearch", reason="usearch is not installed: pip install usearch")
@@ -292,6 +292,52 @@ async def test_index_keeps_knowledge_in_a_set_of_its_own(tmp_path: Path) -> None
     later.drop_agent(AGENT)
     assert list(model_dir.iterdir()) == []
     await later.close()
+
+
+async def test_index_adds_changed_rows_to_the_graph_in_batches(tmp_path: Path) -> None:
+    source = Source(clustered(2000))
+    index = VectorIndex(
+        load=source.load,
+        count=source.count,
+        ann_rows=500,
+        persist_rows=500,
+        wait_rows=10**6,
+        apply_rows=8,
+        directory=tmp_path,
+    )
+    await index.prepare(AGENT, MODEL, DIM)
+    entry = index._entries[(AGENT, MODEL, DIM, "")]
+    assert entry.ann is not None
+    graph = len(entry.ann)
+    extra = clustered(20, seed=11)
+
+    def row(i: int) -> VectorRows:
+        return VectorRows([f"x{i}"], ["r0"], ["e"], ["fact"], [i], extra[i : i + 1])
+
+    async def top(query: np.ndarray) -> str:
+        hits = await index.search(agent_id=AGENT, model=MODEL, query=query, k=1)
+        assert hits is not None
+        return hits[0][0]
+
+    # Fewer changes than a batch: not in the graph yet, searched exactly beside it.
+    for i in range(7):
+        index.upsert(AGENT, MODEL, row(i))
+        assert await top(extra[i]) == f"x{i}"
+    index.remove(["x3"], agent_id=AGENT)
+    assert await top(extra[3]) != "x3"
+    assert len(entry.ann) == graph
+    # The eighth change fills the batch: the graph takes them all (but the removed one).
+    index.upsert(AGENT, MODEL, row(7))
+    assert len(entry.ann) == graph + 7 and not entry.pending
+    assert await top(extra[7]) == "x7"
+    # A save brings the pending rows into the graph first: the file holds every live row.
+    index.upsert(AGENT, MODEL, row(8))
+    await index.close()
+    [manifest] = (tmp_path / "m_32-32" / "agent").glob("*.rows.npz")
+    saved = USearchIndex.restore(
+        manifest.with_name(manifest.name.replace(".rows.npz", ".usearch")), DIM
+    )
+    assert saved is not None and len(saved) == graph + 8
 
 
 def saved_rows(folder: Path) -> list[int]:

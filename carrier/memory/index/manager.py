@@ -13,7 +13,8 @@ load in a blink (``wait_rows``).
 
 Once a set holds ``ann_rows`` vectors an ANN index (:mod:`carrier.memory.index.ann`) is built in a
 worker thread; searches stay exact until it is ready, and rows that change during the build are
-re-added after it. An index of ``persist_rows`` or more is saved beside the database: the graph
+re-added after it. Once it is ready, changed rows reach it in batches (``apply_rows``), the way
+vector databases grow a segment before indexing it: meanwhile they are searched exactly beside it. An index of ``persist_rows`` or more is saved beside the database: the graph
 and a manifest of the memory each of its rows held (id and a fingerprint of the vector). The next
 start reloads it and patches it to the rows as loaded, whatever their order: rows whose memory
 still has the same vector are renamed to that memory's new row, the others removed, and memories
@@ -119,6 +120,9 @@ class _Entry:
     changed: set[int] | None = None
     """Rows changed while the ANN index was built or saved, not in it yet (None: no build or save
     runs). During a save they are searched exactly beside the index."""
+    pending: set[int] = field(default_factory=set)
+    """Rows changed since the ANN index was last brought up to date (fewer than
+    ``VectorIndex.apply_rows``), searched exactly beside it."""
     dirty: bool = False
     """The ANN index differs from its saved file."""
     saving: asyncio.Task[None] | None = None
@@ -151,6 +155,7 @@ class VectorIndex:
         breadth: Sequence[tuple[int, int, int]] = BREADTH,
         save_every_s: float = 900.0,
         own_sets: Sequence[str] = ("knowledge",),
+        apply_rows: int = 32,
     ) -> None:
         self._load = load
         self._count = count
@@ -162,6 +167,10 @@ class VectorIndex:
         self.max_candidates = max_candidates
         self.breadth = tuple(breadth)
         """How widely an ANN search looks, by set size; see :data:`BREADTH`."""
+        self.apply_rows = apply_rows
+        """Changed rows reach the ANN graph in batches of this many, added on every core; until
+        then they are searched exactly beside it (a few dozen rows: microseconds). At 100k rows a
+        batch of 32 costs 0.24 ms a row, one row at a time 0.48 ms; most turns add none."""
         self.save_every_s = save_every_s
         """A changed index is saved again at most this often while it runs (besides on close),
         so that a start after a crash reloads it and adds only the rows written since."""
@@ -325,7 +334,8 @@ class VectorIndex:
         if k <= 0 or len(vs) == 0:
             return []
         if entry.ann is not None:
-            found = self._ann_top_k(entry.ann, vs, q, k, flt, entry.changed)
+            held = entry.pending | entry.changed if entry.changed else entry.pending
+            found = self._ann_top_k(entry.ann, vs, q, k, flt, held)
             if found is not None:
                 return self._hits(vs, *found)
         rows = vs.rows_matching(flt)
@@ -453,10 +463,19 @@ class VectorIndex:
         if entry.changed is not None:
             entry.changed.update(rows.tolist())
         elif entry.ann is not None:
-            self._apply_rows(entry.ann, vs, rows)
+            entry.pending.update(rows.tolist())
             entry.dirty = True
+            if len(entry.pending) >= self.apply_rows:
+                self._apply_pending(entry)
             self._maybe_save(entry)
         self._maybe_build(entry)
+
+    def _apply_pending(self, entry: _Entry) -> None:
+        """Bring the ANN graph up to date with the pending rows."""
+        if entry.pending and entry.ann is not None and entry.vectors is not None:
+            rows = np.fromiter(entry.pending, dtype=np.int64)
+            entry.pending.clear()
+            self._apply_rows(entry.ann, entry.vectors, rows)
 
     def _maybe_save(self, entry: _Entry) -> None:
         if (
@@ -481,7 +500,10 @@ class VectorIndex:
         rows = np.unique(rows)
         ann.remove(rows)
         live = rows[vs.is_live(rows)]
-        if live.size:
+        if isinstance(ann, USearchIndex) and live.size > 1:
+            # The event loop waits for this call: every core finishes it sooner.
+            ann.add(live, vs.vectors()[live], threads=min(live.size, os.cpu_count() or 1))
+        elif live.size:
             ann.add(live, vs.vectors()[live])
 
     # -- ANN build, persistence --------------------------------------------------------------
@@ -497,6 +519,7 @@ class VectorIndex:
         ):
             return
         entry.changed = set()
+        entry.pending.clear()  # the build covers every row
         entry.building = asyncio.get_running_loop().create_task(
             self._build(entry, vs), name=f"carrier-vectors-ann-{_describe(entry.key)}"
         )
@@ -590,6 +613,7 @@ class VectorIndex:
         vs, ann = entry.vectors, entry.ann
         if folder is None or vs is None or ann is None or len(vs) < self.persist_rows:
             return
+        self._apply_pending(entry)  # the manifest lists every row: the graph must hold them
         entry.dirty = False
         entry.saved_at = time.monotonic()
         entry.changed = set()  # held while the thread reads the graph; searched beside it

@@ -101,10 +101,18 @@ class _Postings:
     def add(self, codes: np.ndarray, rows: np.ndarray) -> None:
         if not rows.size:
             return
-        order = np.argsort(codes, kind="stable")
-        codes, rows = codes[order], rows[order]
-        distinct, starts = np.unique(codes, return_index=True)
-        for code, part in zip(distinct.tolist(), np.split(rows, starts[1:]), strict=True):
+        parts: Iterable[tuple[int, np.ndarray]]
+        if rows.size <= 16:  # a turn's few rows: grouping them in Python is cheaper
+            grouped: dict[int, list[int]] = {}
+            for code, row in zip(codes.tolist(), rows.tolist(), strict=True):
+                grouped.setdefault(code, []).append(row)
+            parts = ((code, np.array(part, dtype=np.int64)) for code, part in grouped.items())
+        else:
+            order = np.argsort(codes, kind="stable")
+            codes, rows = codes[order], rows[order]
+            distinct, starts = np.unique(codes, return_index=True)
+            parts = zip(distinct.tolist(), np.split(rows, starts[1:]), strict=True)
+        for code, part in parts:
             while len(self._rows) <= code:
                 self._rows.append(np.zeros(8, dtype=np.int64))
                 self._len.append(0)
