@@ -134,7 +134,7 @@ class Metrics:
                 f"carrier_turn_stage_seconds_count{label} {self.stage_count[stage]}",
             ]
         lines += [
-            "# HELP carrier_vector_rows Memories held in the in-process vector index, by set.",
+            "# HELP carrier_vector_rows Memories in the in-process vector index, by set (main: all).",
             "# TYPE carrier_vector_rows gauge",
             "# HELP carrier_vector_bytes Memory the vector index holds (rows, ANN graph).",
             "# TYPE carrier_vector_bytes gauge",

@@ -91,10 +91,10 @@ async def exact_search(
 
 def vectors_filter(agent_id: str, model: str, dim: int, shard: Shard) -> dict[str, Any]:
     """The agent's ``model`` vectors of ``dim`` dimensions of the kinds the shard holds."""
-    kinds = (
-        {"$in": sorted(shard.kinds)} if shard.kinds is not None else {"$nin": sorted(shard.others)}
-    )
-    return {"agent_id": agent_id, "embedding_model": model, "embedding_dim": dim, "kind": kinds}
+    query: dict[str, Any] = {"agent_id": agent_id, "embedding_model": model, "embedding_dim": dim}
+    if shard.kinds is not None:
+        query["kind"] = {"$in": sorted(shard.kinds)}
+    return query
 
 
 async def load_vectors(

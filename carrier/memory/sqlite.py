@@ -274,11 +274,9 @@ def _vector_rows(rows: Sequence[sqlite3.Row], dim: int) -> VectorRows:
 
 def _shard_condition(shard: Shard) -> tuple[str, list[str]]:
     """The SQL condition (and its parameters) for the kinds a vector set holds."""
-    kinds, negate = (shard.kinds, False) if shard.kinds is not None else (shard.others, True)
-    if not kinds:
-        return ("0" if not negate else "1"), []
-    marks = ", ".join("?" * len(kinds))
-    return f"kind {'NOT IN' if negate else 'IN'} ({marks})", sorted(kinds)
+    if shard.kinds is None:
+        return "1", []
+    return f"kind IN ({', '.join('?' * len(shard.kinds))})", sorted(shard.kinds)
 
 
 def _blob(embedding: Sequence[float] | None) -> bytes | None:

@@ -158,7 +158,7 @@ async def test_index_search_waits_for_a_big_load_when_the_fallback_reads_as_much
     source.released.set()
     hits = await waiting
     assert hits is not None and [i for i, _ in hits] == exact_ids(source, query, 3)
-    assert source.loads == {"main": 1, "knowledge": 1}  # each set loaded once
+    assert source.loads == {"main": 1}  # loaded once
     await index.close()
 
 
@@ -262,18 +262,17 @@ async def test_index_keeps_knowledge_in_a_set_of_its_own(tmp_path: Path) -> None
     assert source.loads == {"knowledge": 1}
     assert hits is not None and [i for i, _ in hits] == exact_ids(source, query, 10, is_knowledge)
 
-    # Without a kind filter, both sets are searched and their exact scores merged.
+    # Every other search reads the main set, which holds every kind.
     await index.prepare(AGENT, MODEL, DIM)
     assert index.ann_ready(AGENT, MODEL, DIM) and index.ann_ready(AGENT, MODEL, DIM, "knowledge")
-    assert {s["set"]: s["rows"] for s in index.stats()} == {"main": 3000, "knowledge": 1000}
+    assert {s["set"]: s["rows"] for s in index.stats()} == {"main": 4000, "knowledge": 1000}
     hits = await index.search(agent_id=AGENT, model=MODEL, query=query, k=10)
     assert hits is not None and [i for i, _ in hits] == exact_ids(source, query, 10)
-    assert [score for _, score in hits] == sorted((score for _, score in hits), reverse=True)
     messages = VectorFilter(kinds=frozenset({"message"}))
     hits = await index.search(agent_id=AGENT, model=MODEL, query=query, k=10, flt=messages)
     assert hits is not None and [i for i, _ in hits] == exact_ids(source, query, 10, ~is_knowledge)
 
-    # A memory whose kind changes moves to the other set.
+    # A memory whose kind changes joins (or leaves) the knowledge set.
     moved = VectorRows(["m1"], ["r0"], ["e"], ["knowledge"], [1], query[None, :])
     index.upsert(AGENT, MODEL, moved)
     hits = await index.search(agent_id=AGENT, model=MODEL, query=query, k=1, flt=knowledge)
