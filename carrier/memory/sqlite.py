@@ -272,11 +272,17 @@ def _vector_rows(rows: Sequence[sqlite3.Row], dim: int) -> VectorRows:
     )
 
 
-def _shard_condition(shard: Shard) -> tuple[str, list[str]]:
-    """The SQL condition (and its parameters) for the kinds a vector set holds."""
+def _shard_condition(shard: Shard) -> tuple[str, list[Any]]:
+    """The SQL condition on model and kinds (and its parameters) for the vectors of one model a
+    set holds; the model comes first among the parameters."""
     if shard.kinds is None:
-        return "1", []
-    return f"kind IN ({', '.join('?' * len(shard.kinds))})", sorted(shard.kinds)
+        return "embedding_model = ?", []
+    # ``+`` keeps the planner off the (agent, model) index, which would read every vector of the
+    # agent to find a kind's few: the (agent, kind) index reads just those.
+    return (
+        f"+embedding_model = ? AND kind IN ({', '.join('?' * len(shard.kinds))})",
+        sorted(shard.kinds),
+    )
 
 
 def _blob(embedding: Sequence[float] | None) -> bytes | None:
@@ -878,11 +884,11 @@ class SQLiteStore(RankedSearch, Store):
             await self.vectors.prepare(agent_id, embedding_model, dim)
 
     async def _count_vectors(self, agent_id: str, model: str, dim: int, shard: Shard) -> int:
-        kind, kind_params = _shard_condition(shard)
+        held, kinds = _shard_condition(shard)
         rows = await self._fetch(
             "counting vectors",
-            f"SELECT count(*) FROM memories WHERE agent_id = ? AND embedding_model = ? AND {kind}",
-            (agent_id, model, *kind_params),
+            f"SELECT count(*) FROM memories WHERE agent_id = ? AND {held}",
+            (agent_id, model, *kinds),
         )
         return int(rows[0][0])
 
@@ -891,16 +897,15 @@ class SQLiteStore(RankedSearch, Store):
     ) -> AsyncIterator[VectorRows]:
         """The agent's ``model`` vectors of the shard's kinds in pages, in insertion order;
         statements of other callers run between pages."""
-        kind, kind_params = _shard_condition(shard)
+        held, kinds = _shard_condition(shard)
         last = -1
         while True:
             rows = await self._fetch(
                 "loading vectors",
                 f"""SELECT seq, id, room_id, entity_id, kind, created_at, embedding FROM memories
-                WHERE agent_id = ? AND embedding_model = ? AND length(embedding) = ? AND seq > ?
-                    AND {kind}
+                WHERE agent_id = ? AND {held} AND length(embedding) = ? AND seq > ?
                 ORDER BY seq LIMIT ?""",
-                (agent_id, model, dim * 4, last, *kind_params, _LOAD_PAGE),
+                (agent_id, model, *kinds, dim * 4, last, _LOAD_PAGE),
             )
             if not rows:
                 return

@@ -6,28 +6,29 @@ own. A search for knowledge alone reads the knowledge set, however long the conv
 (10% knowledge at 100k: 0.9 ms, where the main set's kind filter cost 8.9 ms); every other search
 reads the main set (one search, none to merge: an unfiltered one stays as fast as before). Each
 set is loaded once from the store in the background on first use, then kept in step with writes
-by the store (``upsert`` / ``remove`` / ``remove_matching`` / ``drop_agent``). Until a set is loaded the
-store answers searches its old way (reading candidates from the database) where that reads few
-rows (one room, one person, facts); a search that would read about every vector waits for the
-load instead (the load reads the same rows once), as does any search of a set small enough to
-load in a blink (``wait_rows``).
+by the store (``upsert`` / ``remove`` / ``remove_matching`` / ``drop_agent``). Until a set is
+loaded the store answers searches its old way (reading candidates from the database) where that
+reads few rows (one room, one person, facts); a search that would read about every vector waits
+for the load instead (the load reads the same rows once), as does any search of a set small
+enough to load in a blink (``wait_rows``).
 
 Once a set holds ``ann_rows`` vectors an ANN index (:mod:`carrier.memory.index.ann`) is built in a
 worker thread; searches stay exact until it is ready, and rows that change during the build are
 re-added after it. Once it is ready, changed rows reach it in batches (``apply_rows``), the way
-vector databases grow a segment before indexing it: meanwhile they are searched exactly beside it. An index of ``persist_rows`` or more is saved beside the database: the graph
-and a manifest of the memory each of its rows held (id and a fingerprint of the vector). The next
-start reloads it and patches it to the rows as loaded, whatever their order: rows whose memory
-still has the same vector are renamed to that memory's new row, the others removed, and memories
-it lacks (written by another process, or after the last save of one that crashed) added; when
-fewer than half of the rows survive it is rebuilt instead. A changed index is saved on close and,
+vector databases grow a segment before indexing it: meanwhile they are searched exactly beside
+it. An index of ``persist_rows`` or more is saved beside the database: the graph and a manifest
+of the memory each of its rows held (id and a fingerprint of the vector). The next start reloads
+it and patches it to the rows as loaded, whatever their order: rows whose memory still has the
+same vector are renamed to that memory's new row, the others removed, and memories it lacks
+(written by another process, or after the last save of one that crashed) added; when fewer than
+half of the rows survive it is rebuilt instead. A changed index is saved on close and,
 while it runs, at most every ``save_every_s`` (15 minutes). Saving happens in a worker thread
 too; the graph is not changed meanwhile (an ANN graph is not safe to change while it is read):
 rows that change are searched exactly beside it and added once the file is written. Each save
 goes to files of its own, the manifest last: processes that share the directory never read
 another's half-written one.
 
-Filters: one set per agent makes the agent filter free. The other filters (room, entity, kinds,
+Filters: sets per agent make the agent filter free. The other filters (room, entity, kinds,
 time, excluded ids) are applied to ANN candidates after the fact, over-fetching by the inverse of
 the filter's selectivity (which the set's filter arrays give exactly); a filter that keeps too few
 rows for that to pay is answered exactly over just the rows it keeps. Every returned score is the
