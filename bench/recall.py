@@ -8,7 +8,7 @@ time and memory, at 10k / 100k / 1M memories of real text embedded by the real m
 
 Texts and vectors come from ``bench/_recall_corpus.py`` (real sentences from installed packages'
 documentation, embedded by all-MiniLM-L6-v2 once and cached under ``bench/.cache/recall/``).
-Embedding takes a while (~430 texts/s on two idle cores, far less on busy ones); ``--embed-only``
+Embedding takes a while (~100 texts/s on two idle cores, far less on busy ones); ``--embed-only``
 fills the cache. With ``--synthetic``, a size larger than the cached real vectors is completed with
 SYNTHETIC vectors (a random mix of two real vectors plus a little noise, renormalized): the output
 says how many rows are real.

@@ -102,7 +102,8 @@ BREADTH: tuple[tuple[int, int, int], ...] = (
 ``candidates`` ANN candidates (re-scored exactly; more when a filter drops some) with HNSW
 expansion ``ef``. A larger graph needs a wider search to keep its recall. Chosen with
 ``bench/recall.py --sweep`` on real MiniLM vectors: at 100k, 40/64 gave recall@10 0.982 in 0.67 ms
-(64/96: 0.990 in 0.95 ms); at 1M, 64/96 gave 0.967 in 1.4 ms."""
+(64/96: 0.990 in 0.95 ms); at 1M, 64/96 gave 0.967 in 1.4 ms (then partly synthetic vectors; on
+a million real ones: 0.972 in 1.2 ms)."""
 
 
 @dataclass
