@@ -7,6 +7,7 @@ import collections
 import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -241,18 +242,24 @@ async def test_index_keeps_the_ann_in_step_with_changes_during_and_after_a_build
     await index.close()
 
 
-async def test_index_keeps_knowledge_in_a_set_of_its_own(tmp_path: Path) -> None:
-    kinds = ["knowledge" if i % 4 == 0 else "message" for i in range(4000)]
-    source = Source(clustered(4000), kinds=kinds)
-    directory = tmp_path / "vectors"
-    index = VectorIndex(
+def small_saved_index(source: Source, directory: Path, **options: Any) -> VectorIndex:
+    """An index that builds (and saves) an ANN graph from 500 rows and waits for any load."""
+    return VectorIndex(
         load=source.load,
         count=source.count,
         ann_rows=500,
         persist_rows=500,
         wait_rows=10**6,
         directory=directory,
+        **options,
     )
+
+
+async def test_index_keeps_knowledge_in_a_set_of_its_own(tmp_path: Path) -> None:
+    kinds = ["knowledge" if i % 4 == 0 else "message" for i in range(4000)]
+    source = Source(clustered(4000), kinds=kinds)
+    directory = tmp_path / "vectors"
+    index = small_saved_index(source, directory)
     query = clustered(1, seed=5)[0]
     is_knowledge = np.array([kind == "knowledge" for kind in kinds])
 
@@ -295,15 +302,7 @@ async def test_index_keeps_knowledge_in_a_set_of_its_own(tmp_path: Path) -> None
 
 async def test_index_adds_changed_rows_to_the_graph_in_batches(tmp_path: Path) -> None:
     source = Source(clustered(2000))
-    index = VectorIndex(
-        load=source.load,
-        count=source.count,
-        ann_rows=500,
-        persist_rows=500,
-        wait_rows=10**6,
-        apply_rows=8,
-        directory=tmp_path,
-    )
+    index = small_saved_index(source, tmp_path, apply_rows=8)
     await index.prepare(AGENT, MODEL, DIM)
     entry = index._entries[(AGENT, MODEL, DIM, "")]
     assert entry.ann is not None
