@@ -287,6 +287,24 @@ async def test_index_keeps_knowledge_in_a_set_of_its_own(tmp_path: Path) -> None
     hits = await index.search(agent_id=AGENT, model=MODEL, query=query, k=5, flt=messages)
     assert hits is not None and "m1" not in {i for i, _ in hits}
 
+    # A memory another process wrote after the knowledge set loaded, which the main set then
+    # loaded: not held until the knowledge set has it too (a store polling for other processes'
+    # writes reads it whole and upserts it).
+    fresh = VectorIndex(load=source.load, count=source.count, wait_rows=10**6)
+    await fresh.search(agent_id=AGENT, model=MODEL, query=query, k=1, flt=knowledge)
+    source.ids.append("theirs")
+    source.rooms.append("r0")
+    source.kinds.append("knowledge")
+    source.vectors = np.concatenate([source.vectors, -query[None, :]])
+    await fresh.search(agent_id=AGENT, model=MODEL, query=query, k=1, flt=messages)
+    assert fresh.loaded(AGENT, MODEL, DIM) and not fresh.holds(AGENT, "theirs")
+    assert fresh.holds(AGENT, "m0") and not fresh.holds(AGENT, "nobody")
+    fresh.upsert(AGENT, MODEL, source.rows(4000, 4001))
+    assert fresh.holds(AGENT, "theirs")
+    hits = await fresh.search(agent_id=AGENT, model=MODEL, query=-query, k=1, flt=knowledge)
+    assert hits is not None and hits[0][0] == "theirs"
+    await fresh.close()
+
     # Each set is saved in a folder of its own; deleting the agent removes both, even a set
     # this process never loaded.
     await index.close()

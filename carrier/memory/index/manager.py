@@ -208,10 +208,20 @@ class VectorIndex:
         return any(key[0] == agent_id for key in self._entries)
 
     def holds(self, agent_id: str, memory_id: str) -> bool:
-        """Whether a loaded set of the agent has this memory's vector."""
-        return any(
-            key[0] == agent_id and entry.vectors is not None and memory_id in entry.vectors
-            for key, entry in self._entries.items()
+        """Whether the agent's sets have this memory's vector: every set of its model meant to
+        hold its kind does (a set still loading holds nothing)."""
+        sets = [(key, entry.vectors) for key, entry in self._entries.items() if key[0] == agent_id]
+        found = next(((key, vs) for key, vs in sets if vs is not None and memory_id in vs), None)
+        if found is None:
+            return False
+        (_, model, dim, _), vs = found
+        kind = vs.kind_of(memory_id)
+        return all(
+            other is not None and memory_id in other
+            for key, other in sets
+            if key[1:3] == (model, dim)
+            and kind is not None
+            and self._shard_named[key[3]].holds(kind)
         )
 
     @property

@@ -78,11 +78,14 @@ class _Codes:
     """Strings ↔ small integers, so filter fields are compared as integer arrays."""
 
     codes: dict[str, int] = field(default_factory=dict)
+    values: list[str] = field(default_factory=list)
+    """By code."""
 
     def encode(self, value: str) -> int:
         code = self.codes.get(value)
         if code is None:
             code = self.codes[value] = len(self.codes)
+            self.values.append(value)
         return code
 
     def get(self, value: str) -> int:
@@ -192,6 +195,11 @@ class VectorSet:
 
     def __contains__(self, memory_id: object) -> bool:
         return memory_id in self._row_of
+
+    def kind_of(self, memory_id: str) -> str | None:
+        """The kind of a memory held here (None: not held)."""
+        row = self._row_of.get(memory_id)
+        return None if row is None else self._kinds.values[int(self._kind[row])]
 
     def row_of(self, memory_id: str) -> int | None:
         return self._row_of.get(memory_id)
