@@ -216,12 +216,11 @@ class VectorIndex:
             return False
         (_, model, dim, _), vs = found
         kind = vs.kind_of(memory_id)
+        assert kind is not None  # the set holds the memory
         return all(
             other is not None and memory_id in other
             for key, other in sets
-            if key[1:3] == (model, dim)
-            and kind is not None
-            and self._shard_named[key[3]].holds(kind)
+            if key[1:3] == (model, dim) and self._shard_named[key[3]].holds(kind)
         )
 
     @property
@@ -396,13 +395,14 @@ class VectorIndex:
             return
         dim = int(np.asarray(rows.vectors).shape[1])
         parts = self._split(rows)
+        ids = set(rows.ids)
         for key, entry in list(self._entries.items()):
             if key[0] != agent_id:
                 continue
             mine = parts[key[3]] if key[1:3] == (model, dim) else None
             # The rest are not this set's (any more): another model after a reindex, or a kind
             # the set does not hold.
-            gone = set(rows.ids).difference(mine.ids) if mine is not None else set(rows.ids)
+            gone = ids.difference(mine.ids) if mine is not None else ids
             self._change(entry, functools.partial(_replace, rows=mine, gone=gone))
 
     def _split(self, rows: VectorRows) -> dict[str, VectorRows | None]:
@@ -501,11 +501,9 @@ class VectorIndex:
         rows = np.unique(rows)
         ann.remove(rows)
         live = rows[vs.is_live(rows)]
-        if isinstance(ann, USearchIndex) and live.size > 1:
+        if live.size:
             # The event loop waits for this call: every core finishes it sooner.
-            ann.add(live, vs.vectors()[live], threads=min(live.size, os.cpu_count() or 1))
-        elif live.size:
-            ann.add(live, vs.vectors()[live])
+            _add(ann, live, vs.vectors(), threads=min(live.size, os.cpu_count() or 1))
 
     # -- ANN build, persistence --------------------------------------------------------------
     def _maybe_build(self, entry: _Entry) -> None:
@@ -673,9 +671,11 @@ def _replace(vs: VectorSet, *, rows: VectorRows | None, gone: set[str]) -> np.nd
     return freed if rows is None else np.concatenate([freed, vs.upsert(rows)])
 
 
-def _add(ann: AnnIndex, rows: np.ndarray, vectors: np.ndarray) -> None:
+def _add(ann: AnnIndex, rows: np.ndarray, vectors: np.ndarray, *, threads: int = 0) -> None:
+    """Add ``rows`` (of ``vectors``) to ``ann`` on ``threads`` threads (0: a background build's
+    :func:`build_threads`)."""
     if isinstance(ann, USearchIndex):
-        ann.add(rows, vectors[rows], threads=build_threads())
+        ann.add(rows, vectors[rows], threads=threads or build_threads())
     else:
         ann.add(rows, vectors[rows])
 
@@ -715,7 +715,7 @@ def _latest(folder: Path) -> tuple[Path, list[str], np.ndarray] | None:
     """The newest complete save in ``folder``: its graph, row ids ("" for an empty row) and
     fingerprints; None if there is none (or it cannot be read)."""
     for manifest in sorted(folder.glob(f"*{_MANIFEST}"), reverse=True):
-        graph = manifest.with_name(manifest.name[: -len(_MANIFEST)] + ".usearch")
+        graph = _graph_of(manifest)
         try:
             with np.load(manifest) as data:
                 if int(data["format"]) != _FORMAT or not graph.exists():
@@ -759,7 +759,12 @@ def _patch(ann: AnnIndex, stale: np.ndarray, keep: np.ndarray, to: np.ndarray) -
 def _discard(manifest: Path) -> None:
     """Remove a save (its manifest first: a graph without one is never read)."""
     manifest.unlink(missing_ok=True)
-    manifest.with_name(manifest.name[: -len(_MANIFEST)] + ".usearch").unlink(missing_ok=True)
+    _graph_of(manifest).unlink(missing_ok=True)
+
+
+def _graph_of(manifest: Path) -> Path:
+    """The graph file a manifest describes (same name, ``.usearch``)."""
+    return manifest.with_name(manifest.name[: -len(_MANIFEST)] + ".usearch")
 
 
 def _remove_old_layout(folder: Path) -> None:
