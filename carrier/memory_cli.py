@@ -153,7 +153,12 @@ def list_cmd(
 
     async def run(store: Store, agent_id: str) -> list[Memory]:
         return await store.get_memories(
-            agent_id=agent_id, room_id=room, entity_id=entity, kinds=kinds, limit=limit
+            agent_id=agent_id,
+            room_id=room,
+            entity_id=entity,
+            kinds=kinds,
+            limit=limit,
+            embeddings=False,
         )
 
     memories = _with_agent(agent, run)
@@ -187,6 +192,7 @@ def search_cmd(
             k=k,
             room_id=room,
             kinds=kinds,
+            embeddings=False,
         )
 
     hits = _with_agent(agent, run)

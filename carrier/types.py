@@ -163,9 +163,18 @@ class Memory(BaseModel):
     kind: MemoryKind = MemoryKind.MESSAGE
     content: Content = Field(default_factory=Content)
     embedding: list[float] | None = None
-    """Normalized vector; compared only with vectors of the same ``embedding_model``."""
+    """Normalized vector; compared only with vectors of the same ``embedding_model``. None while
+    ``embedding_model`` is set: the memory has a vector that was not read
+    (``Store.get_memories(embeddings=False)``), and ``Store.update_memory`` keeps it."""
     embedding_model: str | None = None
-    """``name:dim`` of the model that made ``embedding``, e.g. ``all-MiniLM-L6-v2:384``."""
+    """``name:dim`` of the model that made ``embedding``, e.g. ``all-MiniLM-L6-v2:384``. Set it
+    to None with ``embedding`` to drop a memory's vector."""
+
+    @property
+    def vector_unread(self) -> bool:
+        """Whether the memory has a stored vector that was not read with it."""
+        return self.embedding is None and self.embedding_model is not None
+
     status: MemoryStatus = MemoryStatus.STORED
     error: str | None = None
     """Why processing failed, for ``status == failed``."""

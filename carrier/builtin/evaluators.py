@@ -54,9 +54,14 @@ class FactExtractor:
             room_id=turn.room.id,
             kinds=[MemoryKind.MESSAGE],
             limit=self.interval * 3,
+            embeddings=False,
         )
         known = await rt.store.get_memories(
-            agent_id=rt.agent_id, room_id=turn.room.id, kinds=[MemoryKind.FACT], limit=30
+            agent_id=rt.agent_id,
+            room_id=turn.room.id,
+            kinds=[MemoryKind.FACT],
+            limit=30,
+            embeddings=False,
         )
         prompt = render(
             template_for("factExtractionTemplate", rt.character.templates),
@@ -94,6 +99,7 @@ class FactExtractor:
                 entity_id=entity_id,
                 kinds=[MemoryKind.FACT],
                 min_score=DUPLICATE_FACT_SCORE,
+                embeddings=False,
             )
             if near:
                 continue

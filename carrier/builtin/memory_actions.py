@@ -200,6 +200,7 @@ async def _write(turn: Turn) -> ActionResult:
         room_id=None if about == "sender" else turn.room.id,
         kinds=[MemoryKind.FACT],
         min_score=DUPLICATE_FACT_SCORE,
+        embeddings=False,
     )
     if near:
         return _output(
@@ -289,6 +290,7 @@ def room_notes_provider(*, limit: int = 10) -> ContextProvider:
             entity_id=stable_id(rt.agent_id, "agent"),
             kinds=[MemoryKind.FACT],
             limit=limit,
+            embeddings=False,
         )
         lines = [f"- {n.content.text}" for n in reversed(notes)]
         if not lines:

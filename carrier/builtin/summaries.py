@@ -127,7 +127,11 @@ class ConversationSummarizer:
         the caller has read them already."""
         if latest is None:
             latest = await store.get_memories(
-                agent_id=agent_id, room_id=room_id, kinds=[MemoryKind.SUMMARY], limit=1
+                agent_id=agent_id,
+                room_id=room_id,
+                kinds=[MemoryKind.SUMMARY],
+                limit=1,
+                embeddings=False,
             )
         if not latest:
             return _Watermark()
@@ -155,6 +159,7 @@ class ConversationSummarizer:
             room_id=room_id,
             kinds=[MemoryKind.MESSAGE],
             limit=self.window + backlog,
+            embeddings=False,
         )
         older = [m for m in rows[self.window :] if not mark.covers(m)]
         return list(reversed(older))
@@ -182,7 +187,11 @@ class ConversationSummarizer:
         rt = turn.runtime
         assert turn.room is not None
         latest = await rt.store.get_memories(
-            agent_id=rt.agent_id, room_id=turn.room.id, kinds=[MemoryKind.SUMMARY], limit=1
+            agent_id=rt.agent_id,
+            room_id=turn.room.id,
+            kinds=[MemoryKind.SUMMARY],
+            limit=1,
+            embeddings=False,
         )
         found = await self.pending(
             rt.store,
@@ -284,6 +293,7 @@ class ConversationSummarizer:
             room_id=turn.room.id,
             kinds=[MemoryKind.SUMMARY],
             limit=self.shown,
+            embeddings=False,
         )
         turn.memo[_LATEST] = latest
         recalled = {s.memory.id for s in getattr(turn.state, "recalled", [])}

@@ -132,10 +132,11 @@ def memory_doc(memory: Memory) -> dict[str, Any]:
 
 
 def memory_update(memory: Memory, now: datetime) -> dict[str, Any]:
-    """The ``$set`` of :meth:`Store.update_memory`: the mutable fields and a new updated time."""
+    """The ``$set`` of :meth:`Store.update_memory`: the mutable fields and a new updated time
+    (the stored vector stays when the memory was read without it)."""
     return {
         "content": memory.content.model_dump(mode="json"),
-        **_embedding_fields(memory),
+        **({} if memory.vector_unread else _embedding_fields(memory)),
         "status": str(memory.status),
         "error": memory.error,
         **stamp("updated", now),

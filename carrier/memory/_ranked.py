@@ -106,12 +106,15 @@ class RankedSearch:
         min_score: float = -1.0,
         since: datetime | None = None,
         before: datetime | None = None,
+        embeddings: bool = True,
     ) -> list[ScoredMemory]:
         query = MemoryQuery(agent_id, room_id, entity_id, kinds, exclude_ids, since, before)
         if k <= 0 or len(embedding) == 0 or query.matches_nothing:
             return []
         hits = await self._vector_hits(query, embedding, embedding_model, k)
-        return await self._scored([(i, s) for i, s in hits if s >= min_score])
+        return await self._scored(
+            [(i, s) for i, s in hits if s >= min_score], embeddings=embeddings
+        )
 
     async def search_hybrid(
         self,
@@ -152,5 +155,8 @@ class RankedSearch:
         """Ids of up to ``limit`` memories best matching ``text`` by full-text relevance."""
 
     @abstractmethod
-    async def _scored(self, hits: Sequence[tuple[str, float]]) -> list[ScoredMemory]:
-        """The memories of ``hits`` (ids and scores) in that order; deleted ones left out."""
+    async def _scored(
+        self, hits: Sequence[tuple[str, float]], *, embeddings: bool = True
+    ) -> list[ScoredMemory]:
+        """The memories of ``hits`` (ids and scores) in that order; deleted ones left out;
+        without their vectors unless ``embeddings``."""

@@ -127,7 +127,9 @@ class Store(ABC):
     @abstractmethod
     async def update_memory(self, memory: Memory) -> None:
         """Replace content, embedding (and its model), status and error of an existing memory;
-        bumps updated_at. A missing id is ignored (nothing is created)."""
+        bumps updated_at. A missing id is ignored (nothing is created). A memory read without
+        its vector (:attr:`Memory.vector_unread`) keeps the stored one; to drop a vector, set
+        both ``embedding`` and ``embedding_model`` to None."""
 
     @abstractmethod
     async def set_memory_status(
@@ -146,10 +148,14 @@ class Store(ABC):
         statuses: Sequence[MemoryStatus] | None = None,
         before: datetime | None = None,
         limit: int = 50,
+        embeddings: bool = True,
     ) -> list[Memory]:
         """Newest first, filtered; ``before`` is exclusive. Timestamps are kept to the
         microsecond, so a page's oldest ``created_at`` is an exact cursor for the next page.
-        An empty ``kinds`` or ``statuses`` matches nothing."""
+        An empty ``kinds`` or ``statuses`` matches nothing. ``embeddings=False`` leaves the
+        vectors unread (``embedding`` None, ``embedding_model`` kept): the read is cheaper
+        (a vector costs more to decode than the rest of its memory), for callers that only
+        want the text."""
 
     @abstractmethod
     async def count_memories(
@@ -177,10 +183,12 @@ class Store(ABC):
         min_score: float = -1.0,
         since: datetime | None = None,
         before: datetime | None = None,
+        embeddings: bool = True,
     ) -> list[ScoredMemory]:
         """Top-k by cosine similarity, best first. Only memories whose ``embedding_model`` equals
         the given one are compared (vectors of different models never mix). ``since`` (inclusive)
-        and ``before`` (exclusive) bound ``created_at``."""
+        and ``before`` (exclusive) bound ``created_at``. ``embeddings=False``: the memories come
+        without their vectors, as from :meth:`get_memories`."""
 
     async def search_hybrid(
         self,

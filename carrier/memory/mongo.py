@@ -370,7 +370,7 @@ class MongoStore(RankedSearch, Store):
             result = await col.update_one(
                 {"_id": memory.id}, {"$set": codec.memory_update(memory, utcnow())}
             )
-        if result.matched_count:
+        if result.matched_count and not memory.vector_unread:
             self._index_memory(memory)
             await self._log_change(memory.agent_id, ids=[memory.id])
 
@@ -392,6 +392,7 @@ class MongoStore(RankedSearch, Store):
         statuses: Sequence[MemoryStatus] | None = None,
         before: datetime | None = None,
         limit: int = 50,
+        embeddings: bool = True,
     ) -> list[Memory]:
         query = codec.memory_filter(agent_id, room_id, entity_id, kinds, statuses, before=before)
         if query is None or limit <= 0:  # MongoDB reads limit 0 as "no limit"
@@ -400,6 +401,7 @@ class MongoStore(RankedSearch, Store):
             "reading memories",
             "memories",
             query,
+            None if embeddings else {"embedding": 0},
             sort=[("created_us", -1), ("seq", -1)],
             limit=limit,
         )
@@ -449,11 +451,16 @@ class MongoStore(RankedSearch, Store):
                     f"{embedding_model} vector is unreadable: {exc}"
                 ) from exc
 
-    async def _scored(self, hits: Sequence[tuple[str, float]]) -> list[ScoredMemory]:
+    async def _scored(
+        self, hits: Sequence[tuple[str, float]], *, embeddings: bool = True
+    ) -> list[ScoredMemory]:
         if not hits:
             return []
         docs = await self._find(
-            "reading search results", "memories", {"_id": {"$in": [i for i, _ in hits]}}
+            "reading search results",
+            "memories",
+            {"_id": {"$in": [i for i, _ in hits]}},
+            None if embeddings else {"embedding": 0},
         )
         by_id = {doc["_id"]: codec.memory_from_doc(doc) for doc in docs}
         return [

@@ -240,6 +240,11 @@ _DOC_COUNT_TTL_S = 300.0
 _DOC_COUNT_CACHE = 50_000
 """Words whose memory counts are kept (for :meth:`SQLiteStore._doc_counts`), and for how long."""
 _MEMORY_COLUMNS = _MEMORY_COLUMNS_V1
+_MEMORY_COLUMNS_NO_VECTOR = (
+    "id, agent_id, room_id, entity_id, kind, status, content, NULL AS embedding, "
+    "embedding_model, error, created_at, updated_at"
+)
+"""The memory columns with the vector left unread (``get_memories(embeddings=False)``)."""
 
 
 def _memory_from_row(row: sqlite3.Row) -> Memory:
@@ -719,18 +724,26 @@ class SQLiteStore(RankedSearch, Store):
         return _memory_from_row(row) if row is not None else None
 
     async def update_memory(self, memory: Memory) -> None:
+        content, status, now = memory.content.model_dump_json(), str(memory.status), utcnow()
+        if memory.vector_unread:  # the stored vector stays
+            await self._write(
+                f"updating memory {memory.id}",
+                "UPDATE memories SET content = ?, status = ?, error = ?, updated_at = ? WHERE id = ?",
+                (content, status, memory.error, to_us(now), memory.id),
+            )
+            return
         await self._write(
             f"updating memory {memory.id}",
             """UPDATE memories SET content = ?, embedding = ?, embedding_model = ?, status = ?,
                 error = ?, updated_at = ?
             WHERE id = ?""",
             (
-                memory.content.model_dump_json(),
+                content,
                 _blob(memory.embedding),
                 memory.embedding_model,
-                str(memory.status),
+                status,
                 memory.error,
-                to_us(utcnow()),
+                to_us(now),
                 memory.id,
             ),
         )
@@ -754,14 +767,16 @@ class SQLiteStore(RankedSearch, Store):
         statuses: Sequence[MemoryStatus] | None = None,
         before: datetime | None = None,
         limit: int = 50,
+        embeddings: bool = True,
     ) -> list[Memory]:
         where, params = _memory_filters(agent_id, room_id, entity_id, kinds, statuses)
         if before is not None:
             where.append("created_at < ?")
             params.append(to_us(before))
+        columns = _MEMORY_COLUMNS if embeddings else _MEMORY_COLUMNS_NO_VECTOR
         rows = await self._fetch(
             "reading memories",
-            f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE {' AND '.join(where)} "
+            f"SELECT {columns} FROM memories WHERE {' AND '.join(where)} "
             "ORDER BY created_at DESC, rowid DESC LIMIT ?",
             [*params, max(limit, 0)],
         )
@@ -812,12 +827,15 @@ class SQLiteStore(RankedSearch, Store):
             for i, score in zip(indices, scores, strict=True)
         ]
 
-    async def _scored(self, hits: Sequence[tuple[str, float]]) -> list[ScoredMemory]:
+    async def _scored(
+        self, hits: Sequence[tuple[str, float]], *, embeddings: bool = True
+    ) -> list[ScoredMemory]:
         if not hits:
             return []
+        columns = _MEMORY_COLUMNS if embeddings else _MEMORY_COLUMNS_NO_VECTOR
         rows = await self._fetch(
             "reading search results",
-            f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE id IN (SELECT value FROM json_each(?))",
+            f"SELECT {columns} FROM memories WHERE id IN (SELECT value FROM json_each(?))",
             (json.dumps([memory_id for memory_id, _ in hits]),),
         )
         by_id = {row["id"]: _memory_from_row(row) for row in rows}

@@ -182,7 +182,7 @@ class MessageManager:
             # original is kept beside it.
             turn.inbound.content.metadata.setdefault("original_text", turn.inbound.content.text)
             turn.inbound.content.text = turn.text
-            turn.inbound.embedding = None
+            turn.inbound.embedding = turn.inbound.embedding_model = None
             await rt.store.update_memory(turn.inbound)
 
         text = _embeddable_text(turn)
@@ -226,7 +226,9 @@ class MessageManager:
         if _names_agent(turn.text, rt.names):
             return True, "name mentioned"
         # The cheap model decision: a short prompt, a one-word answer.
-        recent = await rt.store.get_memories(agent_id=rt.agent_id, room_id=turn.room.id, limit=8)
+        recent = await rt.store.get_memories(
+            agent_id=rt.agent_id, room_id=turn.room.id, limit=8, embeddings=False
+        )
         lines = "\n".join(
             f"{m.content.metadata.get('speaker', 'someone')}: {m.content.text}"
             for m in reversed(recent)

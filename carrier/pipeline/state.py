@@ -97,6 +97,7 @@ class StateComposer:
             room_id=turn.room.id,
             kinds=[MemoryKind.MESSAGE],
             limit=self.recent_messages,
+            embeddings=False,
         )
         recent = list(reversed(recent_newest_first))
         if all(m.id != turn.inbound.id for m in recent):
@@ -111,9 +112,14 @@ class StateComposer:
                 kinds=[MemoryKind.MESSAGE, MemoryKind.SUMMARY],
                 exclude_ids=[m.id for m in recent],
                 min_score=self.min_recall_score,
+                embeddings=False,
             )
         facts = await rt.store.get_memories(
-            agent_id=rt.agent_id, entity_id=turn.entity.id, kinds=[MemoryKind.FACT], limit=20
+            agent_id=rt.agent_id,
+            entity_id=turn.entity.id,
+            kinds=[MemoryKind.FACT],
+            limit=20,
+            embeddings=False,
         )
         # Nothing said in someone's private conversation surfaces anywhere else.
         visible = Visibility(

@@ -109,7 +109,7 @@ async def recent_captions(
         return []
     out: list[str] = []
     for memory in await store.get_memories(
-        agent_id=agent_id, kinds=[MemoryKind.POST], limit=limit * 3
+        agent_id=agent_id, kinds=[MemoryKind.POST], limit=limit * 3, embeddings=False
     ):
         if memory.content.source != "instagram" or not memory.content.text.strip():
             continue

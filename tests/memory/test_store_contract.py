@@ -301,6 +301,54 @@ async def test_store_update_memory_replaces_mutable_fields(store: Store) -> None
     assert got.updated_at > memory.updated_at
 
 
+async def test_store_reads_memories_without_vectors_and_keeps_them_on_update(
+    store: Store,
+) -> None:
+    """``get_memories(embeddings=False)`` leaves vectors unread; updating such a memory keeps its
+    stored vector (searches still find it), and only setting both fields to None drops it."""
+    kept = await store.add_memory(make_memory("kept", embedding=[1.0, 0.0, 0.0], seconds=1))
+    await store.add_memory(make_memory("bare", seconds=0))
+
+    async def search(vector: list[float]) -> list[str]:
+        hits = await store.search_memories(
+            agent_id=AGENT, embedding=vector, embedding_model=MODEL, k=5, min_score=0.5
+        )
+        return [h.memory.id for h in hits]
+
+    assert await search([1.0, 0.0, 0.0]) == [kept.id]  # the first search may load an index
+    light = await store.get_memories(agent_id=AGENT, embeddings=False)
+    assert texts(light) == ["kept", "bare"]
+    assert [(m.embedding, m.embedding_model) for m in light] == [(None, MODEL), (None, None)]
+    assert [m.vector_unread for m in light] == [True, False]
+    assert light[0].content == kept.content and light[0].created_at == kept.created_at
+    (hit,) = await store.search_memories(
+        agent_id=AGENT, embedding=[1.0, 0.0, 0.0], embedding_model=MODEL, k=1, embeddings=False
+    )
+    assert (hit.memory.id, hit.memory.embedding, hit.memory.embedding_model) == (
+        kept.id,
+        None,
+        MODEL,
+    )
+    assert hit.score == pytest.approx(1.0)
+
+    await store.update_memory(
+        light[0].model_copy(
+            update={"content": Content(text="edited"), "status": MemoryStatus.PROCESSED}
+        )
+    )
+    got = await store.get_memory(kept.id)
+    assert got is not None
+    assert (got.content.text, got.status) == ("edited", MemoryStatus.PROCESSED)
+    assert got.embedding == pytest.approx([1.0, 0.0, 0.0])
+    assert got.embedding_model == MODEL
+    assert await search([1.0, 0.0, 0.0]) == [kept.id]
+
+    await store.update_memory(got.model_copy(update={"embedding": None, "embedding_model": None}))
+    got = await store.get_memory(kept.id)
+    assert got is not None and (got.embedding, got.embedding_model) == (None, None)
+    assert await search([1.0, 0.0, 0.0]) == []
+
+
 async def test_store_update_of_a_missing_memory_creates_nothing(store: Store) -> None:
     await store.update_memory(make_memory())
     await store.set_memory_status("missing", MemoryStatus.FAILED)

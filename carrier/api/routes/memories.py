@@ -74,6 +74,7 @@ async def list_memories(
             k=offset + limit + 1,
             room_id=room_id,
             kinds=kinds,
+            embeddings=False,
         )
         page = hits[offset : offset + limit]
         more = len(hits) > offset + limit
@@ -82,7 +83,12 @@ async def list_memories(
             next_offset=offset + limit if more else None,
         )
     found = await store.get_memories(
-        agent_id=agent_id, room_id=room_id, kinds=kinds, before=before, limit=offset + limit + 1
+        agent_id=agent_id,
+        room_id=room_id,
+        kinds=kinds,
+        before=before,
+        limit=offset + limit + 1,
+        embeddings=False,
     )
     page_memories = found[offset : offset + limit]
     more = len(found) > offset + limit
