@@ -80,7 +80,9 @@ class FactExtractor:
         )
         turn.usage.add(result.usage)
         claims = parse_json_list(result.text)
-        participants = await self._participants(turn)
+        # Names are looked up only for claims about someone named.
+        named = any(str(item.get("about") or "").strip() for item in claims)
+        participants = await self._participants(turn) if named else {}
         stored = []
         for item in claims:
             claim = str(item.get("claim") or "").strip()

@@ -361,6 +361,12 @@ class SQLiteStore(RankedSearch, Store):
         self._sync_lock = asyncio.Lock()
         self._cursor = 0
         """The last ``memory_changes`` entry applied to the vector index."""
+        self._watch: sqlite3.Connection | None = None
+        """A read-only connection used on the event loop's thread for ``PRAGMA data_version``
+        alone (a few microseconds, no hand-off to the connection's thread): see
+        :meth:`_data_version`."""
+        self._synced_version: int | None = None
+        """The data version seen when the change log was last read in full."""
         self._doc_count_cache: OrderedDict[str, tuple[int, float]] = OrderedDict()
         """Word → (memories holding it, when read), for :meth:`_doc_counts`."""
         self.vectors: VectorIndex | None = None
@@ -412,6 +418,23 @@ class SQLiteStore(RankedSearch, Store):
                     await self._db.execute(
                         "DELETE FROM memory_changes WHERE n <= ?", (self._cursor - _KEEP_CHANGES,)
                     )
+                self._watch = self._open_watch()
+
+    def _open_watch(self) -> sqlite3.Connection | None:
+        if not isinstance(self.path, Path):
+            return None  # an in-memory database is this connection's alone
+        try:
+            # No busy wait: a check that cannot run at once reads the change log instead.
+            return sqlite3.connect(
+                self.path.as_uri() + "?mode=ro",
+                uri=True,
+                timeout=0,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+        except sqlite3.Error as exc:
+            logger.info("SQLite store %s: every search reads the change log (%s)", self.path, exc)
+            return None
 
     async def _connect(self) -> aiosqlite.Connection:
         if isinstance(self.path, Path):
@@ -440,6 +463,9 @@ class SQLiteStore(RankedSearch, Store):
     async def close(self) -> None:
         if self.vectors is not None and self._db is not None:
             await self.vectors.close()
+        watch, self._watch, self._synced_version = self._watch, None, None
+        if watch is not None:
+            watch.close()
         db, self._db = self._db, None
         if db is not None:
             async with self._lock:  # let a running write finish
@@ -931,47 +957,69 @@ class SQLiteStore(RankedSearch, Store):
             last = rows[-1][0]
 
     async def _sync_vectors(self) -> None:
-        """Apply the change log (this process's writes and other processes') to the index."""
+        """Apply the change log (this process's writes and other processes') to the index;
+        nothing to do when no connection committed anything since it was last read."""
         assert self.vectors is not None
         async with self._sync_lock:
-            changes = await self._fetch(
+            # Read before the change log: a commit after this point changes the version again.
+            version = self._data_version()
+            if version is not None and version == self._synced_version:
+                return
+            await self._read_changes()
+            self._synced_version = version
+
+    def _data_version(self) -> int | None:
+        """``PRAGMA data_version`` of the read-only watch connection, which changes whenever any
+        connection commits (this store's own included, as the watch is another connection);
+        None when unknown."""
+        if self._watch is None:
+            return None
+        try:
+            return int(self._watch.execute("PRAGMA data_version").fetchone()[0])
+        except sqlite3.Error:
+            return None
+
+    async def _read_changes(self) -> None:
+        """Apply the change log past the cursor (or reset the index where it is too far behind)."""
+        assert self.vectors is not None
+        changes = await self._fetch(
+            "reading the change log",
+            "SELECT n, agent_id, memory_id FROM memory_changes WHERE n > ? ORDER BY n LIMIT ?",
+            (self._cursor, _SYNC_LIMIT + 1),
+        )
+        if not changes:
+            return
+        start = self._cursor
+        gap = start and changes[0][0] > start + 1  # pruned before this process read it
+        self._cursor = int(changes[-1][0])
+        if gap or len(changes) > _SYNC_LIMIT:
+            # Too many to replay one by one: the agents concerned reload on their next search.
+            rows = await self._fetch(
                 "reading the change log",
-                "SELECT n, agent_id, memory_id FROM memory_changes WHERE n > ? ORDER BY n LIMIT ?",
-                (self._cursor, _SYNC_LIMIT + 1),
+                "SELECT coalesce(max(n), 0) FROM memory_changes",
             )
-            if not changes:
+            self._cursor = int(rows[0][0])
+            if gap:
+                self.vectors.reset()
                 return
-            start = self._cursor
-            gap = start and changes[0][0] > start + 1  # pruned before this process read it
-            self._cursor = int(changes[-1][0])
-            if gap or len(changes) > _SYNC_LIMIT:
-                # Too many to replay one by one: the agents concerned reload on their next search.
-                rows = await self._fetch(
-                    "reading the change log",
-                    "SELECT coalesce(max(n), 0) FROM memory_changes",
-                )
-                self._cursor = int(rows[0][0])
-                if gap:
-                    self.vectors.reset()
-                    return
-                agents = await self._fetch(
-                    "reading the change log",
-                    "SELECT DISTINCT agent_id FROM memory_changes WHERE n > ? AND n <= ?",
-                    (start, self._cursor),
-                )
-                for row in agents:
-                    self.vectors.reset(row[0])
-                return
-            loaded = self.vectors.agents
-            wanted = {row[2]: row[1] for row in changes if row[1] in loaded}
-            if wanted:
-                await self._apply_changes(wanted)
-            if self._cursor % _PRUNE_EVERY < len(changes):
-                await self._write(
-                    "pruning the change log",
-                    "DELETE FROM memory_changes WHERE n <= ?",
-                    (self._cursor - _KEEP_CHANGES,),
-                )
+            agents = await self._fetch(
+                "reading the change log",
+                "SELECT DISTINCT agent_id FROM memory_changes WHERE n > ? AND n <= ?",
+                (start, self._cursor),
+            )
+            for row in agents:
+                self.vectors.reset(row[0])
+            return
+        loaded = self.vectors.agents
+        wanted = {row[2]: row[1] for row in changes if row[1] in loaded}
+        if wanted:
+            await self._apply_changes(wanted)
+        if self._cursor % _PRUNE_EVERY < len(changes):
+            await self._write(
+                "pruning the change log",
+                "DELETE FROM memory_changes WHERE n <= ?",
+                (self._cursor - _KEEP_CHANGES,),
+            )
 
     async def _apply_changes(self, agents_by_id: dict[str, str]) -> None:
         assert self.vectors is not None

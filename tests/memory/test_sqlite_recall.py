@@ -93,6 +93,29 @@ async def test_sqlite_index_follows_another_process_writes(tmp_path: Path) -> No
         assert top[0].memory.content.text == "kept" and top[0].score == pytest.approx(1.0)
 
 
+async def test_sqlite_search_reads_the_change_log_only_after_a_commit(tmp_path: Path) -> None:
+    """A search checks the database's data version (no statement on the store's connection)
+    and reads the change log only when some connection committed since it last did."""
+    path = tmp_path / "carrier.db"
+    async with SQLiteStore(path=path) as mine, SQLiteStore(path=path) as theirs:
+        await mine.add_memory(_memory("first", _unit(1)))
+        assert await _top(mine, _unit(1)) == ["first"]  # loads mine's index
+        statements: list[str] = []
+        await mine._conn().set_trace_callback(statements.append)
+
+        assert await _top(mine, _unit(1)) == ["first"]
+        assert not [s for s in statements if "memory_changes" in s]
+
+        await theirs.add_memory(_memory("theirs", _unit(2)))
+        assert await _top(mine, _unit(2)) == ["theirs"]
+        assert [s for s in statements if "memory_changes" in s]
+
+        statements.clear()
+        await mine.add_memory(_memory("mine", _unit(3)))  # its own commits count too
+        assert await _top(mine, _unit(3)) == ["mine"]
+        assert [s for s in statements if "memory_changes" in s]
+
+
 async def test_sqlite_index_reloads_when_the_change_log_was_pruned_past_it(tmp_path: Path) -> None:
     path = tmp_path / "carrier.db"
     async with SQLiteStore(path=path) as mine, SQLiteStore(path=path) as theirs:
