@@ -192,3 +192,24 @@ def test_index_rows_estimate_counts_matches_without_a_scan() -> None:
     vs.remove(["d"])
     for flt in filters:
         assert vs.estimate(flt) == exact(flt), flt
+
+
+def test_one_blas_thread_holds_blas_to_one_thread_until_the_last_user_leaves() -> None:
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    from carrier.memory.index._blas import one_blas_thread
+
+    def blas_threads() -> list[int]:
+        return [
+            i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"
+        ]
+
+    with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
+        if not blas_threads():
+            pytest.skip("numpy has no BLAS library threadpoolctl can control")
+        assert set(blas_threads()) == {2}
+        with one_blas_thread():
+            assert set(blas_threads()) == {1}
+            with one_blas_thread():
+                assert set(blas_threads()) == {1}
+            assert set(blas_threads()) == {1}  # the outer use is still running
+        assert set(blas_threads()) == {2}

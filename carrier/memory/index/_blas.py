@@ -3,8 +3,10 @@
 Scoring every row is memory-bound: a second BLAS thread gains ~10% on an idle machine, and on a
 busy one (other processes, the embedding model) OpenBLAS threads wait for each other at barriers,
 which made a 10k x 384 product take 12 ms instead of 1.1 ms here. threadpoolctl switches the
-setting (process-wide in OpenBLAS) for the duration of a product, ~15 us a switch; overlapping
-uses are counted so the last one out restores it. Without threadpoolctl this does nothing.
+setting (process-wide in OpenBLAS) for the duration of a product through its BLAS libraries'
+controllers, found once (~4 us a switch; ``ThreadpoolController.limit`` took ~15 us idle and
+~0.13 ms inside a turn); overlapping uses are counted so the last one out restores it. Without
+threadpoolctl this does nothing.
 """
 
 from __future__ import annotations
@@ -14,42 +16,47 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import numpy  # noqa: F401 - loads the BLAS library before threadpoolctl looks for it
+
 __all__ = ["one_blas_thread"]
 
 _lock = threading.Lock()
 _users = 0
-_limit: Any = None
-_controller: Any = None
-_unavailable = False
+_saved: list[int] = []
+"""Each BLAS library's thread count before the first of the overlapping uses."""
+_libraries: list[Any] | None = None
+"""threadpoolctl's controllers of the loaded BLAS libraries (empty: threadpoolctl missing)."""
 
 
-def _get_controller() -> Any:
-    global _controller, _unavailable
-    if _controller is None and not _unavailable:
+def _blas_libraries() -> list[Any]:
+    global _libraries
+    if _libraries is None:
         try:
             from threadpoolctl import ThreadpoolController
         except ImportError:
-            _unavailable = True
-            return None
-        _controller = ThreadpoolController()
-    return _controller
+            _libraries = []
+        else:
+            _libraries = list(ThreadpoolController().select(user_api="blas").lib_controllers)
+    return _libraries
 
 
 @contextmanager
 def one_blas_thread() -> Iterator[None]:
-    global _users, _limit
+    global _users, _saved
     with _lock:
-        controller = _get_controller()
-        if controller is not None:
+        libraries = _blas_libraries()
+        if libraries:
             if _users == 0:
-                _limit = controller.limit(limits=1, user_api="blas")
+                _saved = [lib.num_threads for lib in libraries]
+                for lib in libraries:
+                    lib.set_num_threads(1)
             _users += 1
     try:
         yield
     finally:
-        if controller is not None:
+        if libraries:
             with _lock:
                 _users -= 1
-                if _users == 0 and _limit is not None:
-                    _limit.restore_original_limits()
-                    _limit = None
+                if _users == 0:
+                    for lib, threads in zip(libraries, _saved, strict=True):
+                        lib.set_num_threads(threads)
