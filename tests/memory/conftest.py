@@ -4,10 +4,12 @@ To add a backend, write a :class:`StoreFactory` for it and add it to the dict; e
 ``test_store_contract.py`` then runs against it too. A factory that needs a server names the
 fixture providing it in ``fixtures``; that fixture's value is passed to its constructor.
 
-MongoDB runs twice over: against SecantusDB, a MongoDB-compatible server from PyPI that a
+MongoDB runs three times over: against SecantusDB, a MongoDB-compatible server from PyPI that a
 session fixture starts on a free loopback port (skipped, saying why, when it is not installed),
-and against a real MongoDB whenever ``CARRIER_TEST_MONGODB_URI`` is set (e.g.
-``mongodb://localhost:27017``). Each test gets a fresh database, dropped afterwards.
+against SecantusDB behind a loopback proxy that adds Atlas Vector Search (``$vectorSearch``,
+see :mod:`tests.memory.atlas_search`), and against a real MongoDB whenever
+``CARRIER_TEST_MONGODB_URI`` is set (e.g. ``mongodb://localhost:27017``). Each test gets a fresh
+database, dropped afterwards.
 """
 
 from __future__ import annotations
@@ -188,6 +190,35 @@ def mongo_compatible_server(tmp_path_factory: pytest.TempPathFactory) -> Iterato
 
 
 @pytest.fixture(scope="session")
+def mongo_vector_search_proxy(mongo_compatible_server: MongoServer) -> Iterator[Any]:
+    """Atlas Vector Search (:mod:`tests.memory.atlas_search`) in front of SecantusDB."""
+    from tests.memory.atlas_search import VectorSearchProxy
+
+    host, port = mongo_compatible_server.client.address
+    proxy = VectorSearchProxy((host, port))
+    proxy.start()
+    try:
+        yield proxy
+    finally:
+        proxy.stop()
+
+
+class ProxiedMongoServer(MongoServer):
+    """SecantusDB behind the vector search proxy: a MongoDB server with ``$vectorSearch``."""
+
+    def __init__(self, proxy: Any) -> None:
+        super().__init__(proxy.uri)
+        self.proxy = proxy
+
+
+@pytest.fixture(scope="session")
+def mongo_vector_search_server(mongo_vector_search_proxy: Any) -> Iterator[ProxiedMongoServer]:
+    server = ProxiedMongoServer(mongo_vector_search_proxy)
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="session")
 def mongo_real_server() -> Iterator[MongoServer]:
     """The real MongoDB named by ``CARRIER_TEST_MONGODB_URI``."""
     uri = os.environ.get(TEST_MONGODB_URI_ENV)
@@ -235,10 +266,31 @@ class MongoRealFactory(MongoFactory):
     fixtures = ("mongo_real_server",)
 
 
+class MongoVectorSearchFactory(MongoFactory):
+    """A server with ``$vectorSearch`` whose indexes for the suite's dimensions were built a
+    while ago (a store creates a missing one and searches in process until it is ready)."""
+
+    fixtures = ("mongo_vector_search_server",)
+    DIMS = (3, 64)
+
+    def __init__(self, tmp_path: Path, server: ProxiedMongoServer) -> None:
+        from carrier.memory._mongo_search import vector_index_definition, vector_index_name
+
+        super().__init__(tmp_path, server)
+        for dim in self.DIMS:
+            server.proxy.define(
+                self.database,
+                "memories",
+                name=vector_index_name(dim),
+                definition=vector_index_definition(dim),
+            )
+
+
 STORE_FACTORIES: dict[str, type[StoreFactory]] = {
     "sqlite": SQLiteFactory,
     "sqlite-scan": SQLiteScanFactory,
     "mongo-compatible": MongoCompatibleFactory,
+    "mongo-vector-search": MongoVectorSearchFactory,
 }
 if os.environ.get(TEST_MONGODB_URI_ENV):
     STORE_FACTORIES["mongo-real"] = MongoRealFactory
