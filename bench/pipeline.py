@@ -4,9 +4,10 @@ A fake model answers instantly; the embedder is the real all-MiniLM-L6-v2; the s
 SQLite file, prefilled with ``--prefill`` memories embedded by the real model (cached on disk under
 bench/.cache so reruns are fast). Prints p50/p95 per message and their ratio to one embedding call
 (the unavoidable work of a turn) and to one embedding plus one recall at the prefill size; those
-reference calls and the turns are timed in alternating blocks of 25. The fake model's reply is one
-fixed text, so its embedding comes from the embedder's cache after the first turn: a real reply
-costs one more embedding call.
+reference calls and the turns are timed in alternating blocks of 25, and the last ratio is also
+given block by block (its median is the figure a burst of machine noise moves least). The fake
+model's reply is one fixed text, so its embedding comes from the embedder's cache after the first
+turn: a real reply costs one more embedding call.
 
     .venv/bin/python bench/pipeline.py --messages 300 --prefill 2000
 """
@@ -180,7 +181,9 @@ async def main() -> None:
         # run touches both alike.
         embed_times, recall_times = [], []
         times, stages = [], collections.defaultdict(list)
+        block_ratios = []
         for start in range(0, args.messages, BLOCK):
+            block = len(times), len(embed_times)
             for q in fresh[start : start + BLOCK]:
                 t = time.perf_counter()
                 vec = await embedder.embed_one(q + " (fresh)")
@@ -205,6 +208,10 @@ async def main() -> None:
                 times.append(time.perf_counter() - t)
                 for name, ms in result.trace.get("timings_ms", {}).items():
                     stages[name].append(ms)
+            reference = statistics.median(embed_times[block[1] :]) + statistics.median(
+                recall_times[block[1] :]
+            )
+            block_ratios.append(statistics.median(times[block[0] :]) / reference)
         await runtime.stop()
         await store.close()
 
@@ -218,6 +225,12 @@ async def main() -> None:
         f"ratio to one embedding call: p50 {pct(ms, 50) / e_ms:.2f}x   p95 {pct(ms, 95) / e_ms:.2f}x"
     )
     print(f"ratio to one embedding + one recall: p50 {pct(ms, 50) / (e_ms + r_ms):.2f}x")
+    # The same ratio block by block (each block of turns against the reference block timed just
+    # before it): a burst of machine noise then skews one block, not the whole figure.
+    print(
+        f"  block by block ({len(block_ratios)} blocks): median {statistics.median(block_ratios):.2f}x"
+        f"   quartiles {pct(block_ratios, 25):.2f}x-{pct(block_ratios, 75):.2f}x"
+    )
     print(
         "per stage p50/p95 ms: "
         + ", ".join(f"{n} {pct(v, 50):.1f}/{pct(v, 95):.1f}" for n, v in stages.items())
