@@ -407,18 +407,24 @@ class SQLiteStore(RankedSearch, Store):
     async def open(self) -> None:
         async with self._lock:  # two concurrent open() calls make one connection
             if self._db is None:
-                self._db = await self._connect()
-                rows = await self._fetch(
-                    "reading the change log", "SELECT coalesce(max(n), 0) FROM memory_changes"
-                )
-                self._cursor = int(rows[0][0])
-                # A process that only writes never prunes while searching: prune on open too
-                # (under the lock open() holds already).
-                with self._errors("pruning the change log"):
-                    await self._db.execute(
-                        "DELETE FROM memory_changes WHERE n <= ?", (self._cursor - _KEEP_CHANGES,)
+                db = self._db = await self._connect()
+                try:
+                    rows = await self._fetch(
+                        "reading the change log", "SELECT coalesce(max(n), 0) FROM memory_changes"
                     )
-                self._watch = self._open_watch()
+                    self._cursor = int(rows[0][0])
+                    # A process that only writes never prunes while searching: prune on open
+                    # too (under the lock open() holds already).
+                    with self._errors("pruning the change log"):
+                        await db.execute(
+                            "DELETE FROM memory_changes WHERE n <= ?",
+                            (self._cursor - _KEEP_CHANGES,),
+                        )
+                    self._watch = self._open_watch()
+                except BaseException:
+                    self._db = None
+                    await db.close()  # its thread would keep the process from exiting
+                    raise
 
     def _open_watch(self) -> sqlite3.Connection | None:
         if not isinstance(self.path, Path):
@@ -426,13 +432,13 @@ class SQLiteStore(RankedSearch, Store):
         try:
             # No busy wait: a check that cannot run at once reads the change log instead.
             return sqlite3.connect(
-                self.path.as_uri() + "?mode=ro",
+                self.path.absolute().as_uri() + "?mode=ro",
                 uri=True,
                 timeout=0,
                 isolation_level=None,
                 check_same_thread=False,
             )
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, ValueError) as exc:
             logger.info("SQLite store %s: every search reads the change log (%s)", self.path, exc)
             return None
 

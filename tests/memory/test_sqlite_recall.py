@@ -116,6 +116,19 @@ async def test_sqlite_search_reads_the_change_log_only_after_a_commit(tmp_path: 
         assert [s for s in statements if "memory_changes" in s]
 
 
+async def test_sqlite_store_at_a_relative_path_watches_its_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    async with SQLiteStore(path="data/carrier.db") as mine:
+        async with SQLiteStore(path=tmp_path / "data" / "carrier.db") as theirs:
+            await mine.add_memory(_memory("first", _unit(1)))
+            assert await _top(mine, _unit(1)) == ["first"]
+            await theirs.add_memory(_memory("theirs", _unit(2)))
+            assert await _top(mine, _unit(2)) == ["theirs"]
+        assert mine._data_version() is not None
+
+
 async def test_sqlite_index_reloads_when_the_change_log_was_pruned_past_it(tmp_path: Path) -> None:
     path = tmp_path / "carrier.db"
     async with SQLiteStore(path=path) as mine, SQLiteStore(path=path) as theirs:
@@ -166,3 +179,21 @@ async def test_sqlite_text_search_survives_vacuum(tmp_path: Path) -> None:
             agent_id="a", text="narwhal", embedding=_unit(500).tolist(), embedding_model=MODEL, k=1
         )
         assert [h.memory.content.text for h in hits] == ["the narwhal"]
+
+
+async def test_sqlite_open_that_fails_half_way_closes_its_connection(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = SQLiteStore(path=tmp_path / "carrier.db")
+
+    def broken(self: SQLiteStore) -> None:
+        raise RuntimeError("no watch")
+
+    monkeypatch.setattr(SQLiteStore, "_open_watch", broken)
+    with pytest.raises(RuntimeError, match="no watch"):
+        await store.open()
+    assert store._db is None  # closed: its thread does not outlive the failure
+    monkeypatch.undo()
+    async with store:
+        await store.add_memory(_memory("after", _unit(1)))
+        assert await _top(store, _unit(1)) == ["after"]
