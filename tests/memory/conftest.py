@@ -24,7 +24,7 @@ import time
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterator
-from contextlib import closing
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import urlsplit, urlunsplit
@@ -114,6 +114,15 @@ class MongoServer:
 
     def close(self) -> None:
         self.client.close()
+
+    @contextmanager
+    def fresh_database(self) -> Iterator[str]:
+        """A new database name on the server; the database is dropped afterwards."""
+        name = f"carrier_test_{uuid.uuid4().hex[:16]}"
+        try:
+            yield name
+        finally:
+            self.client.drop_database(name)
 
 
 def _free_loopback_port() -> int:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
 
@@ -41,9 +40,8 @@ def server(request: pytest.FixtureRequest) -> MongoServer:
 @pytest.fixture
 def database(server: MongoServer) -> Iterator[str]:
     """A fresh database name on the server, dropped after the test."""
-    name = f"carrier_test_{uuid.uuid4().hex[:16]}"
-    yield name
-    server.client.drop_database(name)
+    with server.fresh_database() as name:
+        yield name
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ $vectorSearch pipeline for servers that have it."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator, Iterator
 
 import numpy as np
@@ -33,9 +32,8 @@ def _memory(text: str, vector: list[float], **fields: object) -> Memory:
 
 @pytest.fixture
 def database_uri(mongo_compatible_server: MongoServer) -> Iterator[str]:
-    name = f"carrier_test_{uuid.uuid4().hex[:16]}"
-    yield mongo_compatible_server.database_uri(name)
-    mongo_compatible_server.client.drop_database(name)
+    with mongo_compatible_server.fresh_database() as name:
+        yield mongo_compatible_server.database_uri(name)
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ commands by Atlas's rules; the contract suite runs against it too (``mongo-vecto
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -36,9 +35,8 @@ def _memory(text: str, vector: list[float], **fields: Any) -> Memory:
 
 @pytest.fixture
 def database(mongo_vector_search_server: ProxiedMongoServer) -> Iterator[str]:
-    name = f"carrier_test_{uuid.uuid4().hex[:16]}"
-    yield name
-    mongo_vector_search_server.client.drop_database(name)
+    with mongo_vector_search_server.fresh_database() as name:
+        yield name
 
 
 @pytest.fixture
