@@ -18,6 +18,8 @@ from carrier.memory.sqlite import SQLiteStore
 from tests.memory.conftest import (  # noqa: F401
     mongo_compatible_server,
     mongo_real_server,
+    mongo_vector_search_proxy,
+    mongo_vector_search_server,
     store_factory,
 )
 

@@ -280,7 +280,7 @@ class MongoVectorSearchFactory(MongoFactory):
     while ago (a store creates a missing one and searches in process until it is ready)."""
 
     fixtures = ("mongo_vector_search_server",)
-    DIMS = (3, 64)
+    DIMS = (3, 64, 256)
 
     def __init__(self, tmp_path: Path, server: ProxiedMongoServer) -> None:
         from carrier.memory._mongo_search import vector_index_definition, vector_index_name

@@ -196,11 +196,14 @@ def test_index_rows_estimate_counts_matches_without_a_scan() -> None:
 
 def test_one_blas_thread_holds_blas_to_one_thread_until_the_last_user_leaves() -> None:
     threadpoolctl = pytest.importorskip("threadpoolctl")
-    from carrier.memory.index._blas import one_blas_thread
+    from carrier.memory.index._blas import _blas_libraries, one_blas_thread
+
+    # numpy's BLAS (loaded first); a library loaded later (scipy's) does not run numpy's products.
+    numpy_blas = {lib.filepath for lib in _blas_libraries()}
 
     def blas_threads() -> list[int]:
         return [
-            i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"
+            i["num_threads"] for i in threadpoolctl.threadpool_info() if i["filepath"] in numpy_blas
         ]
 
     with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):

@@ -25,7 +25,8 @@ _users = 0
 _saved: list[int] = []
 """Each BLAS library's thread count before the first of the overlapping uses."""
 _libraries: list[Any] | None = None
-"""threadpoolctl's controllers of the loaded BLAS libraries (empty: threadpoolctl missing)."""
+"""threadpoolctl's controllers of the BLAS libraries loaded at first use, numpy's among them
+(empty: threadpoolctl missing). One loaded later (scipy's) does not run numpy's products."""
 
 
 def _blas_libraries() -> list[Any]:
