@@ -240,9 +240,9 @@ _DOC_COUNT_TTL_S = 300.0
 _DOC_COUNT_CACHE = 50_000
 """Words whose memory counts are kept (for :meth:`SQLiteStore._doc_counts`), and for how long."""
 _MEMORY_COLUMNS = _MEMORY_COLUMNS_V1
-_MEMORY_COLUMNS_NO_VECTOR = (
-    "id, agent_id, room_id, entity_id, kind, status, content, NULL AS embedding, "
-    "embedding_model, error, created_at, updated_at"
+_MEMORY_COLUMNS_NO_VECTOR = ", ".join(
+    "NULL AS embedding" if column == "embedding" else column
+    for column in _MEMORY_COLUMNS.split(", ")
 )
 """The memory columns with the vector left unread (``get_memories(embeddings=False)``)."""
 

@@ -277,7 +277,8 @@ class MongoRealFactory(MongoFactory):
 
 class MongoVectorSearchFactory(MongoFactory):
     """A server with ``$vectorSearch`` whose indexes for the suite's dimensions were built a
-    while ago (a store creates a missing one and searches in process until it is ready)."""
+    while ago (for another dimension the store creates one and, until it is queryable, scores
+    the vectors it reads from the database)."""
 
     fixtures = ("mongo_vector_search_server",)
     DIMS = (3, 64, 256)
