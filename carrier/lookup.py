@@ -10,12 +10,11 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from carrier.character.loader import CHARACTER_SUFFIXES
 from carrier.errors import ConfigError
 from carrier.memory.base import Store
 
 __all__ = ["AgentRef", "resolve_agent"]
-
-CHARACTER_SUFFIXES = (".json", ".yaml", ".yml", ".png")
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,7 +45,9 @@ def test_cli_help_does_not_import_torch_or_litellm() -> None:
         "    main()\n"
         "except SystemExit as exc:\n"
         "    assert exc.code in (0, None), exc.code\n"
-        "heavy = [m for m in ('torch', 'litellm', 'sentence_transformers', 'transformers', 'discord') if m in sys.modules]\n"
+        "heavy = [m for m in ('torch', 'litellm', 'sentence_transformers', 'transformers', 'discord',"
+        " 'numpy', 'pydantic', 'asyncio', 'carrier.memory', 'carrier.character', 'rich.console',"
+        " 'clients.discord') if m in sys.modules]\n"
         "print('HEAVY:' + ','.join(heavy))\n"
     )
     out = subprocess.run(
@@ -54,6 +56,26 @@ def test_cli_help_does_not_import_torch_or_litellm() -> None:
     assert out.returncode == 0, out.stderr
     assert "chat" in out.stdout and "validate" in out.stdout and "discord" in out.stdout
     assert out.stdout.strip().endswith("HEAVY:")
+
+
+def test_cli_help_lists_each_command_with_its_own_first_line() -> None:
+    # `carrier --help` reads COMMANDS without importing the commands: the table must not drift.
+    from carrier.cli import COMMANDS
+    from carrier.cli._lazy import load_command
+
+    for name, entry in COMMANDS.items():
+        command = load_command(name, entry.target)
+        assert command.name == name
+        first = (command.help or "").strip().splitlines()[0]
+        assert first == entry.help, name
+
+
+def test_cli_runs_a_lazily_loaded_command_and_an_adapter_group(tmp_path: Path) -> None:
+    for args in (["memory", "--help"], ["discord", "--help"], ["validate", "characters"]):
+        result = carrier(*args, data_dir=tmp_path)
+        assert result.returncode == 0, result.stdout + result.stderr
+    unknown = carrier("nosuch", data_dir=tmp_path)
+    assert unknown.returncode == 2 and "No such command 'nosuch'" in unknown.stderr
 
 
 @pytest.mark.skipif(not FIXTURES.is_dir(), reason="../shared/fixtures is not beside the repository")

@@ -11,10 +11,10 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from carrier.character import load_character
+from carrier.cli.memory import memory_app
 from carrier.memory.fake import HashEmbedder
 from carrier.memory.rights import entity_id_for
 from carrier.memory.sqlite import SQLiteStore
-from carrier.memory_cli import memory_app
 from carrier.types import AgentRecord, Content, Memory, MemoryKind, stable_id
 
 

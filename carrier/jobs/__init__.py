@@ -4,7 +4,7 @@ A :class:`JobStore` (SQLite by default) holds jobs and schedules; :class:`Worker
 atomically and runs the handler registered for their kind; :class:`Scheduler` turns schedules
 into jobs. Several workers and schedulers, in any processes, may share one store.
 
-Names load on first use, so ``carrier --help`` (which mounts ``carrier.jobs.cli``) stays fast.
+Names load on first use, so importing the package costs nothing until a name is used.
 """
 
 from __future__ import annotations

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from carrier.cli.jobs import jobs_app
 from carrier.jobs import Job, JobState, SQLiteJobStore
-from carrier.jobs.cli import jobs_app
 from carrier.jobs.errors import JobNotFound
 
 

@@ -53,7 +53,7 @@ def test_jobs_exports_the_documented_names() -> None:
 
 def test_importing_jobs_or_its_cli_loads_no_store_code() -> None:
     code = (
-        "import sys, carrier.jobs, carrier.jobs.cli\n"
+        "import sys, carrier.jobs, carrier.cli.jobs\n"
         "heavy = {'carrier.jobs.sqlite', 'croniter', 'rich.table', 'pydantic'} & set(sys.modules)\n"
         "assert not heavy, heavy\n"
     )

@@ -9,8 +9,8 @@ from pathlib import Path
 from typer.testing import CliRunner, Result
 
 from carrier.assemble import open_store
+from carrier.cli.knowledge import KnowledgeCliDeps, knowledge_app
 from carrier.knowledge import list_knowledge
-from carrier.knowledge_cli import KnowledgeCliDeps, knowledge_app
 from carrier.memory.fake import HashEmbedder
 from carrier.settings import load_settings
 from carrier.types import AgentRecord

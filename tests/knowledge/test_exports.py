@@ -28,7 +28,7 @@ def test_knowledge_exports_the_documented_names() -> None:
 
 def test_knowledge_import_does_not_load_torch_or_pypdf() -> None:
     code = (
-        "import sys, carrier.knowledge, carrier.knowledge_cli\n"
+        "import sys, carrier.knowledge, carrier.cli.knowledge\n"
         "heavy = {'torch', 'sentence_transformers', 'pypdf', 'litellm'} & set(sys.modules)\n"
         "assert not heavy, heavy\n"
     )

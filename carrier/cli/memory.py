@@ -1,6 +1,6 @@
 """``carrier memory ...``: list, search, export, import and forget an agent's memories.
 
-Mounted by the main CLI with ``app.add_typer(memory_app, name="memory")``. The store is the one
+Loaded by the main CLI only when ``carrier memory`` runs. The store is the one
 the settings name (``CARRIER_MONGODB_URI``, else the SQLite file in ``CARRIER_DATA_DIR``). The agent
 is given as a character file, an agent id or an agent name. Heavy imports (the embedding model)
 happen only in the commands that embed (search, import), so ``carrier --help`` stays fast.
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, TextIO, TypeVar
 
 import typer
 
-from carrier._cli import run_or_exit
+from carrier.cli._common import run_or_exit
 
 if TYPE_CHECKING:
     from carrier.memory.base import Store

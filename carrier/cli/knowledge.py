@@ -1,6 +1,6 @@
 """``carrier knowledge ...``: give an agent documents to know, list them, remove them.
 
-Mounted by the main CLI with ``app.add_typer(knowledge_app, name="knowledge")``. The store is the
+Loaded by the main CLI only when ``carrier knowledge`` runs. The store is the
 one ``carrier run`` uses (``open_store(load_settings())``) and the embedder the default one, so
 what is added here is what the running agent recalls. Heavy imports happen inside commands.
 """
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
-from carrier._cli import run_or_exit
+from carrier.cli._common import run_or_exit
 from carrier.lookup import AgentRef, resolve_agent
 
 if TYPE_CHECKING:

@@ -1,8 +1,7 @@
 """``carrier jobs ...``: inspect and steer durable jobs from the terminal.
 
-Mounted by the main CLI with ``app.add_typer(jobs_app, name="jobs")``. The job store is opened at
-``<CARRIER_DATA_DIR>/carrier.db``. Heavy imports happen inside commands, so ``carrier --help``
-stays fast.
+Loaded by the main CLI only when ``carrier jobs`` runs. The job store is the one the settings
+name (``<CARRIER_DATA_DIR>/carrier.db`` by default).
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
-from carrier._cli import run_or_exit
+from carrier.cli._common import run_or_exit
 
 if TYPE_CHECKING:
     from rich.console import Console

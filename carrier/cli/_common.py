@@ -1,0 +1,78 @@
+"""What the ``carrier`` sub-commands share: running their coroutine, Carrier's errors as a message
+on stderr and an exit code (1: the user's mistake, 2: a runtime failure), logging, and loading a
+character file. Imports nothing heavy: every command module imports it."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import typer
+
+if TYPE_CHECKING:
+    from carrier.character import Character
+
+__all__ = ["err", "load_or_exit", "quiet_ml", "run_or_exit", "setup_logging"]
+
+T = TypeVar("T")
+
+
+def err(message: str) -> None:
+    typer.echo(message, err=True)
+
+
+def run_or_exit(main: Coroutine[Any, Any, T]) -> T:
+    """``asyncio.run(main)``; a :class:`UserError` exits 1 and any other :class:`CarrierError`
+    exits 2, each with its message (no traceback)."""
+    from carrier.errors import CarrierError, UserError
+
+    try:
+        return asyncio.run(main)
+    except UserError as exc:
+        err(str(exc))
+        raise typer.Exit(1) from None
+    except CarrierError as exc:
+        err(str(exc))
+        raise typer.Exit(2) from None
+
+
+def setup_logging(level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    for noisy in (
+        "httpx",
+        "LiteLLM",
+        "litellm",
+        "sentence_transformers",
+        "transformers",
+        "aiosqlite",
+    ):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def quiet_ml() -> None:
+    """Nothing downloads at run time: the embedding model is a package, litellm's price map is
+    the bundled one."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+
+def load_or_exit(path: Path) -> Character:
+    from carrier.character import load_character
+    from carrier.errors import CharacterError
+
+    try:
+        return load_character(path)
+    except CharacterError as exc:
+        err(str(exc))
+        raise typer.Exit(2) from None

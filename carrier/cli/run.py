@@ -1,0 +1,91 @@
+"""``carrier run`` (the main job) and ``carrier serve`` (the API for stored agents): the command
+lines; the work itself is in :mod:`carrier.run`."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from carrier.cli._common import err, quiet_ml, setup_logging
+
+__all__ = ["run", "serve"]
+
+
+def run(
+    characters: Annotated[
+        list[Path] | None,
+        typer.Argument(
+            metavar="[CHARACTER]...", help="Persona files (default: every file in characters/)."
+        ),
+    ] = None,
+    no_api: Annotated[
+        bool, typer.Option("--no-api", help="Do not serve the API and console.")
+    ] = False,
+    host: Annotated[str, typer.Option(help="Where the API listens.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="The API's port.")] = 8000,
+) -> None:
+    """Run personas: their clients, the job scheduler, the API and console.
+
+    Each persona's clients start where their credentials exist. Stops on Ctrl-C or SIGTERM.
+    """
+    quiet_ml()
+    from carrier.character import CHARACTER_SUFFIXES
+    from carrier.errors import ConfigError
+    from carrier.settings import load_settings
+
+    settings = load_settings()
+    setup_logging(settings.log_level)
+    paths = list(characters or [])
+    if not paths:
+        folder = settings.characters_dir
+        paths = (
+            sorted(p for p in folder.glob("*") if p.suffix.lower() in CHARACTER_SUFFIXES)
+            if folder.is_dir()
+            else []
+        )
+        if not paths:
+            err(f"no character files in {folder}/; name one: carrier run characters/NAME.yaml")
+            raise typer.Exit(1)
+    from carrier.run import run_main
+
+    try:
+        code = asyncio.run(
+            run_main(paths, settings=settings, serve_api=not no_api, host=host, port=port)
+        )
+    except ConfigError as exc:
+        err(f"carrier: {exc}")
+        raise typer.Exit(2) from None
+    raise typer.Exit(code)
+
+
+def serve(
+    host: Annotated[
+        str, typer.Option(help="Where to listen (non-loopback needs CARRIER_ADMIN_TOKEN).")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port.")] = 8000,
+    clients: Annotated[
+        bool,
+        typer.Option(
+            "--clients/--no-clients",
+            help="Start agents' platform clients (Discord, Instagram) here; --no-clients when a "
+            "worker process (carrier run --no-api) runs them, so no bot connects twice.",
+        ),
+    ] = True,
+) -> None:
+    """Serve the agent API and console for the agents stored in the store."""
+    quiet_ml()
+    from carrier.errors import ConfigError
+    from carrier.run import serve_main
+    from carrier.settings import load_settings
+
+    settings = load_settings()
+    setup_logging(settings.log_level)
+    try:
+        code = asyncio.run(serve_main(settings, host=host, port=port, start_clients=clients))
+    except ConfigError as exc:
+        err(f"carrier: {exc}")
+        raise typer.Exit(2) from None
+    raise typer.Exit(code)
