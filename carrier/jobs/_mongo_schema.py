@@ -19,6 +19,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import CollectionInvalid, OperationFailure
 
 from carrier.errors import StoreError
+from carrier.install import upgrade_hint
 from carrier.jobs._mongo_codec import SLOT
 from carrier.types import utcnow
 
@@ -108,7 +109,7 @@ async def migrate(db: Database, where: str) -> None:
     if current > JOBS_SCHEMA_VERSION:
         raise StoreError(
             f"the MongoDB job store {where} has schema version {current}, newer than this "
-            f"Carrier supports ({JOBS_SCHEMA_VERSION}); upgrade Carrier (pip install -U carrier) "
+            f"Carrier supports ({JOBS_SCHEMA_VERSION}); {upgrade_hint()} "
             "or point CARRIER_MONGODB_URI at another database"
         )
     for version in range(current + 1, JOBS_SCHEMA_VERSION + 1):

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Concatenate, ParamSpec, TypeVar
 
 from carrier.errors import StoreError
+from carrier.install import upgrade_hint
 
 __all__ = ["SQLiteThread", "immediate"]
 
@@ -152,7 +153,7 @@ class SQLiteThread:
             if current > latest:
                 raise StoreError(
                     f"the job tables in {self.path} have schema version {current}, newer than "
-                    f"this Carrier supports ({latest}); upgrade Carrier (pip install -U carrier) "
+                    f"this Carrier supports ({latest}); {upgrade_hint()} "
                     "or point CARRIER_DATA_DIR elsewhere"
                 )
             for version in range(current + 1, latest + 1):

@@ -20,6 +20,7 @@ from typing import Any, Literal, NamedTuple
 
 from carrier.character.parts import KnowledgeDirectory
 from carrier.errors import CharacterError, Problem, UserError
+from carrier.install import install_hint
 
 __all__ = [
     "SUPPORTED_SUFFIXES",
@@ -39,7 +40,7 @@ log = logging.getLogger(__name__)
 SUPPORTED_SUFFIXES = (".txt", ".md", ".pdf")
 _SUPPORTED_WORDS = ".txt, .md and .pdf"
 _HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)
-_INSTALL_PYPDF = "pip install pypdf"
+_INSTALL_PYPDF = install_hint("pypdf")
 
 Origin = Literal["character", "cli"]
 """Who manages a document: the character file (``sync_knowledge``) or the user (``carrier

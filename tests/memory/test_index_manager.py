@@ -16,7 +16,7 @@ from carrier.memory.index import Shard, VectorFilter, VectorIndex, VectorRows
 from carrier.memory.index.ann import AnnIndex, USearchIndex, default_ann
 from carrier.memory.vector import cosine_top_k
 
-pytest.importorskip("usearch", reason="usearch is not installed: pip install usearch")
+pytest.importorskip("usearch", reason="usearch is not installed: make install-dev")
 
 AGENT, MODEL, DIM = "agent", "m:32", 32
 

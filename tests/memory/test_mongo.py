@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-pytest.importorskip("pymongo", reason="pymongo is not installed: pip install -e '.[dev]'")
+pytest.importorskip("pymongo", reason="pymongo is not installed: make install-dev")
 
 from bson.binary import Binary, BinaryVectorDtype
 from pymongo import AsyncMongoClient

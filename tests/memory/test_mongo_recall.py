@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Iterator
 import numpy as np
 import pytest
 
-pytest.importorskip("pymongo", reason="pymongo is not installed: pip install -e '.[dev]'")
+pytest.importorskip("pymongo", reason="pymongo is not installed: make install-dev")
 
 from carrier.memory import _mongo_search as search
 from carrier.memory import mongo as mongo_module

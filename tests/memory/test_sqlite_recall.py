@@ -142,7 +142,7 @@ async def test_sqlite_index_reloads_when_the_change_log_was_pruned_past_it(tmp_p
 
 
 async def test_sqlite_saves_the_ann_index_beside_the_database(tmp_path: Path) -> None:
-    pytest.importorskip("usearch", reason="usearch is not installed: pip install usearch")
+    pytest.importorskip("usearch", reason="usearch is not installed: make install-dev")
     path = tmp_path / "carrier.db"
     async with SQLiteStore(path=path) as store:
         assert store.vectors is not None

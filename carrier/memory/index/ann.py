@@ -23,11 +23,13 @@ from typing import Any
 
 import numpy as np
 
+from carrier.install import install_hint
+
 __all__ = ["INSTALL_HINT", "AnnIndex", "USearchIndex", "ann_available", "default_ann"]
 
 logger = logging.getLogger(__name__)
 
-INSTALL_HINT = "pip install usearch"
+INSTALL_HINT = install_hint("usearch")
 
 
 def ann_available() -> bool:

@@ -54,6 +54,7 @@ from pathlib import Path
 
 import numpy as np
 
+from carrier.memory.index.ann import INSTALL_HINT as ANN_INSTALL_HINT
 from carrier.memory.index.ann import AnnIndex, USearchIndex, build_threads, default_ann
 from carrier.memory.index.rows import VectorFilter, VectorRows, VectorSet
 
@@ -533,7 +534,7 @@ class VectorIndex:
                     entry.ann_failed = True
                     logger.info(
                         "no ANN library installed: vector search stays exact (%s)",
-                        "pip install usearch",
+                        ANN_INSTALL_HINT,
                     )
                     return
                 rows = vs.live_rows()

@@ -41,7 +41,9 @@ def test_lifecycle_discord_not_installed_gives_the_pip_command(
     harness: Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(sys.modules, "discord", None)  # import discord → ImportError
-    with pytest.raises(ClientUnavailable, match=r"pip install 'discord\.py>=2\.4'"):
+    with pytest.raises(
+        ClientUnavailable, match=r"discord\.py, which is not installed: run `make install`"
+    ):
         create_client(harness.runtime, {}, {"DISCORD_API_TOKEN": "t"})
 
 
