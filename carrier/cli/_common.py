@@ -42,10 +42,18 @@ def run_or_exit(main: Coroutine[Any, Any, T]) -> T:
 
 
 def setup_logging(level: str) -> None:
+    numeric = getattr(logging, level.upper(), logging.INFO)
     logging.basicConfig(
-        level=getattr(logging, level.upper(), logging.INFO),
+        level=numeric,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
+    )
+    # Libraries' warnings (deprecations, pydantic's notes on their types) are for their authors:
+    # logged, shown only with CARRIER_LOG_LEVEL=DEBUG, never printed among a persona's replies.
+    # Carrier's own code reports through logging, not warnings.
+    logging.captureWarnings(True)
+    logging.getLogger("py.warnings").setLevel(
+        logging.DEBUG if numeric <= logging.DEBUG else logging.ERROR
     )
     for noisy in (
         "httpx",
