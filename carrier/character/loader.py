@@ -25,6 +25,7 @@ from carrier.errors import CharacterError, Problem
 
 __all__ = [
     "CHARACTER_SUFFIXES",
+    "expand_paths",
     "find_character_files",
     "import_card",
     "load_character",
@@ -138,32 +139,44 @@ def find_character_files(directory: str | Path, *, recursive: bool = False) -> l
     )
 
 
-def validate_paths(paths: Iterable[str | Path]) -> dict[str, list[Problem]]:
-    """Check character files (directories expand to their character files, searched recursively): file name → its
-    problems, an empty list when the file is valid. A missing path or a directory without
-    character files is reported under its own name."""
-    results: dict[str, list[Problem]] = {}
+def expand_paths(paths: Iterable[str | Path]) -> list[tuple[Path, Problem | None]]:
+    """The character files named by ``paths`` (directories expand to their character files,
+    searched recursively), each with ``None``; a missing path or a directory without character
+    files comes with the Problem to report under its own name."""
+    found: list[tuple[Path, Problem | None]] = []
     for given in paths:
         path = Path(given)
         if path.is_dir():
             files = find_character_files(path, recursive=True)
             if not files:
                 expected = ", ".join(f"*{s}" for s in CHARACTER_SUFFIXES)
-                results[str(path)] = [
-                    Problem("", f"no character files ({expected}) in this directory")
-                ]
+                found.append(
+                    (path, Problem("", f"no character files ({expected}) in this directory"))
+                )
+            found += [(file, None) for file in files]
         elif path.exists():
-            files = [path]
+            found.append((path, None))
         else:
-            results[str(path)] = [Problem("", "no such file or directory")]
+            found.append((path, Problem("", "no such file or directory")))
+    return found
+
+
+def validate_paths(paths: Iterable[str | Path]) -> dict[str, list[Problem]]:
+    """Check character files (directories expand to their character files, searched
+    recursively): file name → its problems, an empty list when the file is valid. A missing path
+    or a directory without character files is reported under its own name. For warnings too
+    (things that load but will not act as written), see :func:`carrier.character.check_paths`."""
+    results: dict[str, list[Problem]] = {}
+    for path, problem in expand_paths(paths):
+        if problem is not None:
+            results[str(path)] = [problem]
             continue
-        for file in files:
-            try:
-                load_character(file)
-            except CharacterError as exc:
-                results[str(file)] = exc.problems
-            else:
-                results[str(file)] = []
+        try:
+            load_character(path)
+        except CharacterError as exc:
+            results[str(path)] = exc.problems
+        else:
+            results[str(path)] = []
     return results
 
 

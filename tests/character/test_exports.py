@@ -11,6 +11,9 @@ def test_exports_every_listed_name_exists() -> None:
     assert missing == []
     assert {
         "Character",
+        "CharacterWarning",
+        "check_paths",
+        "lint_file",
         "load_character",
         "parse_character",
         "validate_paths",
