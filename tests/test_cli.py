@@ -111,6 +111,58 @@ def test_cli_validate_reports_all_three_mistakes(tmp_path: Path) -> None:
     assert f"ok   {good}" in out
 
 
+def test_cli_validate_warns_and_strict_makes_warnings_errors(tmp_path: Path) -> None:
+    warned = tmp_path / "warned.yaml"
+    warned.write_text(
+        "name: Loud\n"
+        "clients: [twitter]\n"
+        "modelProvider: nosuch\n"
+        "knowledge:\n"
+        "  - path: docs/missing.md\n"
+        "plugins: ['@elizaos/plugin-sql']\n"
+        "settings:\n"
+        "  model: gpt-4o  # cheap\n"
+        "  voice: {model: en_US}\n"
+        "bio:\n"
+        "  - Hang out in #jam-chat with us\n"
+    )
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps({"name": "Fine", "bio": "ok", "clients": ["discord"]}))
+
+    result = carrier("validate", str(warned), str(good), data_dir=tmp_path)
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    assert f"ok   {warned}: 6 warning(s)" in out
+    assert (
+        "  warn clients.0: 'twitter' is not a client Carrier has (it has: discord, instagram); "
+        "it will be ignored"
+    ) in out
+    assert "  warn modelProvider: 'nosuch' is not a model provider Carrier knows" in out
+    assert "  warn knowledge.0.path: 'docs/missing.md' not found" in out
+    assert "  warn plugins: Carrier does not load ElizaOS plugins" in out
+    assert "  warn settings.voice: " in out
+    assert "  warn bio.0: line 11: YAML reads '#jam-chat with us' as a comment" in out
+    assert "warn settings.model" not in out
+    assert f"ok   {good}\n" in out
+    assert out.strip().endswith("2 ok, 0 with problems, 6 warning(s)")
+
+    strict = carrier("validate", "--strict", str(warned), str(good), data_dir=tmp_path)
+
+    assert strict.returncode == 1
+    assert f"FAIL {warned}: 6 warning(s)" in strict.stdout
+    assert f"ok   {good}\n" in strict.stdout
+    assert "1 ok, 1 with problems, 6 warning(s) (--strict" in strict.stdout
+
+
+def test_cli_validate_strict_passes_on_the_shipped_characters(tmp_path: Path) -> None:
+    result = carrier("validate", "--strict", "characters", data_dir=tmp_path)
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 with problems, 0 warning(s)" in result.stdout
+    assert "  warn " not in result.stdout
+
+
 def test_cli_import_card_png_round_trip(tmp_path: Path) -> None:
     card = {
         "spec": "chara_card_v3",

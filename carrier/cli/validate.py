@@ -14,25 +14,41 @@ __all__ = ["import_card", "validate"]
 
 def validate(
     paths: Annotated[list[Path], typer.Argument(help="Character files or folders of them.")],
+    strict: Annotated[
+        bool, typer.Option("--strict", help="Treat warnings as errors (exit 1 if any).")
+    ] = False,
 ) -> None:
-    """Check character files and report every problem in every file (exit 1 if any)."""
-    from carrier.character import validate_paths
+    """Check character files and report every problem in every file (exit 1 if any).
 
-    results = validate_paths(paths)
+    Warnings name what loads but will not act as written: a client or model provider Carrier
+    does not have, a missing knowledge path, ElizaOS settings Carrier ignores, a YAML value cut
+    by a `#` comment. They do not change the exit code unless --strict is given.
+    """
+    from carrier.character import check_paths
+
+    results = check_paths(paths)
     if not results:
         err("no character files found in: " + ", ".join(str(p) for p in paths))
         raise typer.Exit(1)
-    bad = 0
-    for file, problems in results.items():
-        if problems:
-            bad += 1
-            typer.echo(f"FAIL {file}: {len(problems)} problem(s)")
-            for problem in problems:
-                typer.echo(f"  - {problem}")
+    failed = warned = 0
+    for file, (problems, warnings) in results.items():
+        counts = [f"{len(problems)} problem(s)"] if problems else []
+        counts += [f"{len(warnings)} warning(s)"] if warnings else []
+        if problems or (strict and warnings):
+            failed += 1
+            typer.echo(f"FAIL {file}: {', '.join(counts)}")
         else:
-            typer.echo(f"ok   {file}")
-    typer.echo(f"{len(results) - bad} ok, {bad} with problems")
-    if bad:
+            typer.echo(f"ok   {file}" + (f": {counts[0]}" if counts else ""))
+        for problem in problems:
+            typer.echo(f"  - {problem}")
+        for warning in warnings:
+            typer.echo(f"  warn {warning}")
+        warned += len(warnings)
+    summary = f"{len(results) - failed} ok, {failed} with problems, {warned} warning(s)"
+    if strict and warned:
+        summary += " (--strict: warnings count as problems)"
+    typer.echo(summary)
+    if failed:
         raise typer.Exit(1)
 
 
