@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
 
-from carrier.character import Character, load_character, validate_paths
+from carrier.character import Character, check_paths, load_character, validate_paths
 from tests.character.paths import CHARACTERS
 
 PERSONAS = ["harbor.yaml", "lumen.yaml", "sage.json"]
@@ -54,6 +55,23 @@ def test_examples_harbor_is_a_discord_host() -> None:
     assert harbor.lorebook and harbor.model_settings.max_tokens == 400
 
 
+def test_examples_harbor_texts_are_whole() -> None:
+    # Unquoted, "... Hang out in #jam-chat; ..." loads as "... Hang out in": YAML reads the rest
+    # as a comment. Every #channel written in Harbor's file must survive loading.
+    path = CHARACTERS / "harbor.yaml"
+    harbor = load_character(path)
+
+    replies = [m.text for c in harbor.message_examples for m in c if m.speaker == "Harbor"]
+    assert [t for t in replies if "#jam-chat" in t] == [
+        "The theme drops on the first Friday of the month and you get 72 hours. Hang out in "
+        "#jam-chat; teams usually form there a few days before."
+    ]
+    loaded = json.dumps(harbor.model_dump(by_alias=True), ensure_ascii=False)
+    source = path.read_text(encoding="utf-8")
+    for channel in sorted(set(re.findall(r"(?<![\w#])#[a-z][a-z-]+", source)) - {"#channel"}):
+        assert loaded.count(channel) == source.count(channel), channel
+
+
 def test_examples_lumen_is_an_instagram_creator() -> None:
     lumen = load_character(CHARACTERS / "lumen.yaml")
 
@@ -80,3 +98,5 @@ def test_examples_directory_validates_clean() -> None:
 
     assert {p.split("/")[-1] for p in results} >= set(PERSONAS)
     assert all(problems == [] for problems in results.values()), results
+    reports = check_paths([CHARACTERS])
+    assert all(report == ([], []) for report in reports.values()), reports
