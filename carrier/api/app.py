@@ -19,7 +19,17 @@ from carrier.api.console import router as console_router
 from carrier.api.errors import install_error_handlers
 from carrier.api.metrics import Metrics
 from carrier.api.ratelimit import RateLimiter
-from carrier.api.routes import agents, clients, health, media, memories, messages, tokens, tools
+from carrier.api.routes import (
+    agents,
+    clients,
+    health,
+    media,
+    memories,
+    messages,
+    rooms,
+    tokens,
+    tools,
+)
 from carrier.api.routes import jobs as jobs_routes
 from carrier.api.settings import ApiSettings, load_api_settings
 from carrier.api.state import ApiState
@@ -32,6 +42,7 @@ ROUTERS: list[APIRouter] = [
     messages.router,
     media.router,
     memories.router,
+    rooms.router,
     clients.router,
     tokens.router,
     tools.router,
