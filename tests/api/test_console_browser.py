@@ -9,6 +9,7 @@ CI installs both (``.ci/browser-deps`` and the ``dev`` extra); without them the 
 from __future__ import annotations
 
 import asyncio
+import re
 import shutil
 import subprocess
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -25,7 +26,7 @@ from carrier.api import ApiSettings, api_server
 from carrier.llm.base import ModelRequest
 from carrier.llm.fake import FunctionModel
 from carrier.settings import Settings, load_settings
-from tests.api.conftest import ADMIN, REPO, xml
+from tests.api.conftest import ADMIN, REPO, create_running, xml
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = REPO / "test-artifacts"
@@ -44,7 +45,7 @@ ARGS = [
 
 playwright_api = pytest.importorskip(
     "playwright.async_api",
-    reason="Playwright for Python is not installed (pip install -e '.[dev]')",
+    reason="Playwright for Python is not installed (make install-dev)",
 )
 pytestmark = pytest.mark.skipif(
     not CHROMIUM.exists(), reason=f"{CHROMIUM} is missing (run .ci/browser-deps)"
@@ -96,9 +97,11 @@ def gated() -> Iterator[GatedModel]:
 
 
 @asynccontextmanager
-async def browser(tmp_path: Path) -> AsyncIterator[tuple[Any, list[str], list[str]]]:
-    """A fresh Chromium profile and one page; yields it with the console errors and the
-    requests that tried to leave loopback (both should stay empty)."""
+async def browser(
+    tmp_path: Path, *, width: int = 1360, height: int = 1000
+) -> AsyncIterator[tuple[Any, list[str], list[str]]]:
+    """A fresh Chromium profile and one page of ``width`` CSS pixels; yields it with the console
+    errors and the requests that tried to leave loopback (both should stay empty)."""
     errors: list[str] = []
     escaped: list[str] = []
 
@@ -121,7 +124,7 @@ async def browser(tmp_path: Path) -> AsyncIterator[tuple[Any, list[str], list[st
             executable_path=str(CHROMIUM),
             headless=True,
             args=ARGS,
-            viewport={"width": 1360, "height": 1000},
+            viewport={"width": width, "height": height},
         )
         try:
             await context.route("**/*", only_loopback)
@@ -221,7 +224,8 @@ async def test_console_create_persona_chat_and_see_stream(
             await expect(row).to_contain_text("stopped")
             await page.get_by_role("button", name="Start Skipper").click()
             await expect(row.locator(".badge")).to_have_text("running")
-            await expect(row.locator(".model")).to_have_text("using function")
+            shown_model = (await http.get(f"/agents/{agents['Skipper']['id']}")).json()["model"]
+            await expect(row.locator(".model")).to_have_text(shown_model)
 
             # Edit it while it runs: the form writes over the stored character.
             await expect(page.locator("#editor-heading")).to_have_text("Edit Skipper")
@@ -314,6 +318,198 @@ async def test_console_admin_token_from_session_storage(
             await page.get_by_role("button", name="Forget").click()
             await expect(page.locator("#agents-status")).to_contain_text("Enter the admin token")
             assert await page.evaluate("sessionStorage.length") == 0
+            assert errors == []
+            assert escaped == []
+    finally:
+        await manager.close()
+
+
+async def test_console_chat_history_shown_after_reload(
+    make_manager: Callable[..., AgentManager],
+    loopback_settings: Settings,
+    api_settings: ApiSettings,
+    tmp_path: Path,
+) -> None:
+    """The chat is one conversation per browser: a reload shows what was said, oldest first."""
+    manager = make_manager(loopback_settings)
+    try:
+        async with (
+            api_server(manager, loopback_settings, port=0, api_settings=api_settings) as url,
+            httpx.AsyncClient(base_url=url, timeout=10) as http,
+            browser(tmp_path) as (page, errors, escaped),
+        ):
+            agent_id = await create_running(http)
+            # Someone else's conversation with the agent stays out of this one.
+            other = {"text": "not for the console", "room_id": "elsewhere"}
+            assert (await http.post(f"/{agent_id}/message", json=other)).status_code == 200
+
+            await page.goto(url + "/console")
+            log = page.get_by_role("log")
+            await expect(log.locator(".empty")).to_have_text("No messages yet.")
+            said = ["first light?", "Ahoy! You said: first light?"]
+            await page.get_by_label("Message", exact=True).fill(said[0])
+            await page.get_by_role("button", name="Send").click()
+            await expect(log.locator(".msg.agent .text")).to_have_text(said[1])
+
+            await page.reload()
+            await expect(log.locator(".msg")).to_have_count(2)
+            assert await log.locator(".msg .text").all_text_contents() == said
+            assert await log.locator(".msg .who").all_text_contents() == ["You", "Pilot"]
+            await expect(log.locator(".empty")).to_have_count(0)
+
+            # The conversation goes on after the history; another reload shows all of it.
+            await page.get_by_label("Message", exact=True).fill("and the tide?")
+            await page.get_by_label("Message", exact=True).press("Enter")
+            await expect(log.locator(".msg")).to_have_count(4)
+            await expect(log.locator(".msg.agent .text").last).to_have_text(
+                "Ahoy! You said: and the tide?"
+            )
+            await page.reload()
+            await expect(log.locator(".msg")).to_have_count(4)
+            texts = await log.locator(".msg .text").all_text_contents()
+            assert texts == [*said, "and the tide?", "Ahoy! You said: and the tide?"]
+
+            # It is this browser's own room, as the API names it.
+            chat_id = await page.evaluate("localStorage.getItem('carrier.consoleChatId')")
+            room = {"room_id": f"console:{chat_id}"}
+            stored = (await http.get(f"/agents/{agent_id}/messages", params=room)).json()
+            assert [m["text"] for m in stored["items"]] == texts
+            assert errors == []
+            assert escaped == []
+    finally:
+        await manager.close()
+
+
+START_HINT = re.compile(r"\bstart\b", re.IGNORECASE)
+
+
+async def test_console_chat_says_what_the_agent_state_is(
+    make_manager: Callable[..., AgentManager],
+    loopback_settings: Settings,
+    api_settings: ApiSettings,
+    tmp_path: Path,
+) -> None:
+    """A running agent is never told to start; a stopped one is, and Send waits for it."""
+    manager = make_manager(loopback_settings)
+    try:
+        async with (
+            api_server(manager, loopback_settings, port=0, api_settings=api_settings) as url,
+            httpx.AsyncClient(base_url=url, timeout=10) as http,
+            browser(tmp_path) as (page, errors, escaped),
+        ):
+            agent_id = await create_running(http)
+            await page.goto(url + "/console")
+            row = page.locator(f"#agent-{agent_id}")
+            chat = page.locator("section.chat")
+            notice = page.locator("#chat-state")
+            send = page.locator("#chat-send")
+
+            async def chat_text() -> str:
+                return str(await chat.inner_text())
+
+            await expect(row.locator(".badge")).to_have_text("running")
+            await expect(chat.locator(".empty")).to_have_text("No messages yet.")
+            await expect(notice).to_be_hidden()
+            await expect(send).to_be_enabled()
+            assert not START_HINT.search(await chat_text()), await chat_text()
+
+            # Stopped from the page: the row, the agent list and the chat all say so.
+            await page.get_by_role("button", name="Stop Pilot").click()
+            await expect(page.locator("#agents-status")).to_have_text("Pilot stopped.")
+            await expect(row.locator(".badge")).to_have_text("stopped")
+            await expect(notice).to_have_text("Pilot is stopped. Start it to chat.")
+            await expect(page.locator("#chat-agent option")).to_have_text("Pilot (stopped)")
+            await expect(send).to_be_disabled()
+            await page.get_by_label("Message", exact=True).fill("anyone there?")
+            await page.get_by_label("Message", exact=True).press("Enter")
+            await expect(page.get_by_label("Message", exact=True)).to_have_value("anyone there?")
+            await expect(chat.locator(".msg")).to_have_count(0)
+
+            # Started elsewhere (the API), then Refresh: the hint goes.
+            assert (await http.post(f"/agents/{agent_id}/start")).json()["running"] is True
+            await page.get_by_role("button", name="Refresh").click()
+            await expect(row.locator(".badge")).to_have_text("running")
+            await expect(notice).to_be_hidden()
+            await expect(send).to_be_enabled()
+            assert not START_HINT.search(await chat_text()), await chat_text()
+
+            # Stopped here but marked running by another process: no "start" advice either.
+            await page.get_by_role("button", name="Stop Pilot").click()
+            await expect(notice).to_have_text("Pilot is stopped. Start it to chat.")
+            record = await manager.store.get_agent(agent_id)
+            assert record is not None
+            await manager.store.upsert_agent(record.model_copy(update={"status": "running"}))
+            await page.get_by_role("button", name="Refresh").click()
+            await expect(row.locator(".badge")).to_have_text("running elsewhere")
+            await expect(notice).to_contain_text("runs in another Carrier process")
+            await expect(send).to_be_disabled()
+            assert not START_HINT.search(await chat_text()), await chat_text()
+            assert errors == []
+            assert escaped == []
+    finally:
+        await manager.close()
+
+
+OVERFLOWING = """(width) => [...document.querySelectorAll("body *")]
+  .filter((node) => node.getClientRects().length && node.getBoundingClientRect().right > width + 0.5)
+  .map((node) => `${node.tagName.toLowerCase()}#${node.id}.${node.className}`)"""
+
+
+async def test_console_fits_a_400px_screen(
+    make_manager: Callable[..., AgentManager],
+    loopback_settings: Settings,
+    api_settings: ApiSettings,
+    tmp_path: Path,
+) -> None:
+    """At 400 CSS pixels nothing scrolls sideways, every row button can be clicked and the chat
+    works. A screenshot is saved to ``test-artifacts/console-400px.png``."""
+    manager = make_manager(loopback_settings)
+    width = 400
+    try:
+        async with (
+            api_server(manager, loopback_settings, port=0, api_settings=api_settings) as url,
+            httpx.AsyncClient(base_url=url, timeout=10) as http,
+            browser(tmp_path, width=width, height=800) as (page, errors, escaped),
+        ):
+            running = await create_running(http)
+            long_name = {"name": "Harbormaster of the Northern Breakwater", "bio": ["Keeps watch."]}
+            stopped = (await http.post("/agents", json=long_name)).json()["id"]
+            await page.goto(url + "/console")
+            await expect(page.locator("#agents tbody tr")).to_have_count(2)
+            await expect(page.get_by_role("log").locator(".empty")).to_have_text("No messages yet.")
+
+            async def check_fits() -> None:
+                scroll_width = await page.evaluate("document.scrollingElement.scrollWidth")
+                assert scroll_width <= width
+                assert await page.evaluate(OVERFLOWING, width) == []
+                buttons = page.locator("#agents tbody button")
+                assert await buttons.count() == 6
+                for button in await buttons.all():
+                    box = await button.bounding_box()
+                    assert box is not None
+                    assert box["x"] >= 0 and box["x"] + box["width"] <= width, box
+                for control in ("#chat-input", "#chat-send", "#chat-agent"):
+                    box = await page.locator(control).bounding_box()
+                    assert box is not None and box["x"] + box["width"] <= width, control
+
+            await check_fits()
+
+            # The chat works at this width, long unbroken words included.
+            word = "tideglass" * 12
+            await page.get_by_label("Message", exact=True).fill(f"what is {word}?")
+            await page.get_by_role("button", name="Send").click()
+            log = page.get_by_role("log")
+            await expect(log.locator(".msg.agent .text")).to_have_text(
+                f"Ahoy! You said: what is {word}?"
+            )
+            # The row buttons work: start the second agent from its row.
+            await page.get_by_role("button", name="Start Harbormaster").click()
+            await expect(page.locator(f"#agent-{stopped} .badge")).to_have_text("running")
+            await expect(page.locator(f"#agent-{running} .badge")).to_have_text("running")
+            await check_fits()
+
+            ARTIFACTS.mkdir(exist_ok=True)
+            await page.screenshot(path=str(ARTIFACTS / "console-400px.png"), full_page=True)
             assert errors == []
             assert escaped == []
     finally:

@@ -42,6 +42,7 @@ ASSETS: dict[str, str] = {
     "api.js": "text/javascript; charset=utf-8",
     "sse.js": "text/javascript; charset=utf-8",
     "persona.js": "text/javascript; charset=utf-8",
+    "chat.js": "text/javascript; charset=utf-8",
     "main.js": "text/javascript; charset=utf-8",
 }
 """The files under ``/console/assets/``, with their media types (nothing else is served)."""

@@ -15,6 +15,24 @@ export const token = {
   },
 };
 
+const CHAT_KEY = "carrier.consoleChatId";
+
+/**
+ * Who this browser is in chat: one id per browser (localStorage, made on first use), so the
+ * conversation and its history are the same after a reload, whichever token the tab holds.
+ * Only this random id is kept there; the token never is.
+ */
+export function chatIdentity() {
+  let id = localStorage.getItem(CHAT_KEY);
+  if (!id) {
+    // getRandomValues works on plain http too (randomUUID needs a secure context).
+    const bytes = crypto.getRandomValues(new Uint8Array(12));
+    id = Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+    localStorage.setItem(CHAT_KEY, id);
+  }
+  return { user_id: `console-${id}`, room_id: `console:${id}`, user_name: "Console user" };
+}
+
 /** An error answer of the API: {error, message, problems: [{path, message, file}]}. */
 export class ApiError extends Error {
   constructor(status, body) {
@@ -66,7 +84,7 @@ export async function streamMessage(agentId, text, { onChunk, signal } = {}) {
   const response = await fetch(`/${encodeURIComponent(agentId)}/message`, {
     method: "POST",
     headers: headers({ Accept: "text/event-stream", "Content-Type": "application/json" }),
-    body: JSON.stringify({ text }),
+    body: JSON.stringify({ text, ...chatIdentity() }),
     signal,
   });
   if (!response.ok) throw await failure(response);
@@ -79,4 +97,11 @@ export async function streamMessage(agentId, text, { onChunk, signal } = {}) {
     else if (event === "error") throw new ApiError(502, JSON.parse(data));
   }
   throw new ApiError(502, { error: "stream_ended", message: "the reply stream ended early" });
+}
+
+/** The latest ``limit`` messages of this browser's conversation with the agent, oldest first. */
+export async function chatHistory(agentId, limit = 50) {
+  const query = new URLSearchParams({ room_id: chatIdentity().room_id, limit: String(limit) });
+  const page = await call("GET", `/agents/${encodeURIComponent(agentId)}/messages?${query}`);
+  return page.items;
 }

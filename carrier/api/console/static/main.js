@@ -1,6 +1,7 @@
 // The console page: agents, the persona editor (form and raw) and the chat, wired to the API.
 
-import { ApiError, call, streamMessage, token } from "./api.js";
+import { ApiError, call, token } from "./api.js";
+import { Chat } from "./chat.js";
 import { PersonaForm, clearProblems, markProblem } from "./persona.js";
 
 const $ = (id) => document.getElementById(id);
@@ -28,12 +29,12 @@ const state = {
   agents: [],
   editing: null, // the id of the agent in the editor, or null for a new one
   rawDirty: false, // the raw editor holds text the form has not seen
-  chatWith: "",
-  logs: new Map(), // agent id → its conversation's DOM node
-  sending: false,
+  agentsError: null, // why the last GET /agents failed, or null
 };
 
 const persona = new PersonaForm($("pane-form"));
+// The server's word on an agent wins: when a message finds it not running, read the state again.
+const chat = new Chat({ describe, onConflict: () => refreshAgents({ keepStatus: true }) });
 
 function say(id, text, kind = "") {
   const node = $(id);
@@ -54,21 +55,26 @@ function el(tag, props = {}, ...children) {
 
 // --- the token --------------------------------------------------------------------------------
 
+// What the token state says follows the last answer to GET /agents: no token works only from
+// loopback on a server without CARRIER_ADMIN_TOKEN.
 function showTokenState() {
-  $("token-state").textContent = token.get() ? "Token set for this tab." : "No token: loopback admin.";
+  const refused = state.agentsError?.status === 401;
+  let text;
+  if (token.get()) text = refused ? "Token set for this tab, but the server refused it." : "Token set for this tab.";
+  else if (refused) text = "No token set: this server needs the admin token.";
+  else text = state.agentsError ? "No token set." : "No token: loopback admin.";
+  $("token-state").textContent = text;
 }
 
 $("token-form").addEventListener("submit", (event) => {
   event.preventDefault();
   token.set($("token").value.trim());
   $("token").value = "";
-  showTokenState();
   refreshAgents();
 });
 
 $("token-forget").addEventListener("click", () => {
   token.set("");
-  showTokenState();
   refreshAgents();
 });
 
@@ -101,7 +107,7 @@ function renderAgents() {
       { className: "row-actions" },
       toggle,
       button("Edit", `Edit ${agent.name}`, () => editAgent(agent.id)),
-      button("Chat", `Chat with ${agent.name}`, () => chatWith(agent.id, true)),
+      button("Chat", `Chat with ${agent.name}`, () => chat.show(agent.id, true)),
     );
     const name = el("th", { scope: "row" }, el("span", { className: "agent-name", textContent: agent.name }));
     name.append(el("span", { className: "agent-id", textContent: agent.id }));
@@ -110,24 +116,28 @@ function renderAgents() {
       { id: `agent-${agent.id}` },
       name,
       el("td", {}, statusBadge(agent)),
-      el("td", { className: "model", textContent: modelText(agent) }),
+      el("td", { className: "model", textContent: modelText(agent), title: agent.model_note || "" }),
       el("td", {}, actions),
     );
   });
   $("agents").tBodies[0].replaceChildren(...rows);
   $("agents").hidden = rows.length === 0;
   $("agents-empty").hidden = rows.length !== 0;
-  renderChatChoices();
+  chat.setAgents(state.agents, state.agentsError !== null);
 }
 
-async function refreshAgents() {
+/** Reads the agents' real state from the server; ``keepStatus`` leaves the notice as it is. */
+async function refreshAgents({ keepStatus = false } = {}) {
   try {
     state.agents = await call("GET", "/agents");
-    say("agents-status", "");
+    state.agentsError = null;
+    if (!keepStatus) say("agents-status", "");
   } catch (error) {
     state.agents = [];
+    state.agentsError = error;
     say("agents-status", describe(error), "error");
   }
+  showTokenState();
   renderAgents();
 }
 
@@ -149,6 +159,7 @@ async function setRunning(agent, run) {
     $(`agent-${out.id}`)?.querySelector(`button[aria-label^="${run ? "Stop" : "Start"}"]`)?.focus();
   } catch (error) {
     say("agents-status", describe(error), "error");
+    await refreshAgents({ keepStatus: true }); // show the state it is really in
   }
 }
 
@@ -157,7 +168,7 @@ async function deleteAgent(agent) {
   try {
     await call("DELETE", `/agents/${encodeURIComponent(agent.id)}`);
     state.agents = state.agents.filter((a) => a.id !== agent.id);
-    state.logs.delete(agent.id);
+    chat.forget(agent.id);
     if (state.editing === agent.id) newPersona();
     renderAgents();
     say("agents-status", `${agent.name} deleted.`, "ok");
@@ -166,7 +177,7 @@ async function deleteAgent(agent) {
   }
 }
 
-$("agents-refresh").addEventListener("click", refreshAgents);
+$("agents-refresh").addEventListener("click", () => refreshAgents());
 
 $("editor-delete").addEventListener("click", () => {
   const agent = state.agents.find((a) => a.id === state.editing);
@@ -316,104 +327,7 @@ $("new-persona").addEventListener("click", () => {
   $(activeTab() === "raw" ? "raw" : "f-name").focus();
 });
 
-// --- chat -----------------------------------------------------------------------------------------
-
-function renderChatChoices() {
-  const select = $("chat-agent");
-  const options = state.agents.map((a) =>
-    el("option", { value: a.id, textContent: `${a.name}${a.running ? "" : " (stopped)"}` }),
-  );
-  if (!options.length) options.push(el("option", { value: "", textContent: "no agents" }));
-  select.replaceChildren(...options);
-  const keep = state.agents.some((a) => a.id === state.chatWith);
-  const running = state.agents.find((a) => a.running);
-  chatWith(keep ? state.chatWith : running?.id || state.agents[0]?.id || "", false);
-}
-
-function conversation(id) {
-  if (!state.logs.has(id)) {
-    const hint = id ? "No messages yet. Start the agent, then say hello." : "Create a persona and start it to chat.";
-    state.logs.set(id, el("div", { className: "conversation" }, el("p", { className: "empty", textContent: hint })));
-  }
-  return state.logs.get(id);
-}
-
-function chatWith(id, focus) {
-  state.chatWith = id;
-  $("chat-agent").value = id;
-  $("chat-log").replaceChildren(conversation(id));
-  if (focus) $("chat-input").focus();
-}
-
-$("chat-agent").addEventListener("change", (event) => chatWith(event.target.value, false));
-
-function bubble(role, who, text) {
-  const body = el("p", { className: "text", textContent: text });
-  const node = el("div", { className: `msg ${role}` }, el("span", { className: "who", textContent: who }), body);
-  return { node, body };
-}
-
-async function send() {
-  const text = $("chat-input").value.trim();
-  const id = state.chatWith;
-  const agent = state.agents.find((a) => a.id === id);
-  if (!text || !agent || state.sending) return;
-  const log = conversation(id);
-  log.querySelector(".empty")?.remove();
-  log.append(bubble("user", "You", text).node);
-  const reply = bubble("agent", agent.name, "");
-  reply.node.classList.add("streaming");
-  reply.node.setAttribute("aria-busy", "true");
-  log.append(reply.node);
-  $("chat-input").value = "";
-  state.sending = true;
-  $("chat-send").disabled = true;
-  say("chat-status", `${agent.name} is answering…`);
-  const scroll = () => {
-    $("chat-log").scrollTop = $("chat-log").scrollHeight;
-  };
-  scroll();
-  try {
-    const done = await streamMessage(id, text, {
-      onChunk: (piece) => {
-        reply.body.textContent += piece;
-        scroll();
-      },
-    });
-    if (done.reply && done.reply !== reply.body.textContent) reply.body.textContent = done.reply;
-    if (!done.reply) {
-      reply.node.classList.add("quiet");
-      reply.body.textContent = `(no reply${done.reason ? `: ${done.reason}` : ""})`;
-    }
-    if (done.offline) reply.node.append(el("span", { className: "note", textContent: "offline answer" }));
-    say("chat-status", "");
-  } catch (error) {
-    reply.node.classList.add("failed");
-    reply.body.textContent = describe(error);
-    say("chat-status", "The message was not answered.", "error");
-  } finally {
-    reply.node.classList.remove("streaming");
-    reply.node.removeAttribute("aria-busy");
-    state.sending = false;
-    $("chat-send").disabled = false;
-    scroll();
-  }
-}
-
-$("chat-form").addEventListener("submit", (event) => {
-  event.preventDefault();
-  send();
-});
-
-$("chat-input").addEventListener("keydown", (event) => {
-  if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
-    event.preventDefault();
-    send();
-  }
-});
-
 // --- start ----------------------------------------------------------------------------------------
 
-showTokenState();
 newPersona();
 refreshAgents();
