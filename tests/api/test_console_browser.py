@@ -371,6 +371,7 @@ async def test_console_chat_history_shown_after_reload(
 
             # It is this browser's own room, as the API names it.
             chat_id = await page.evaluate("localStorage.getItem('carrier.consoleChatId')")
+            assert await page.evaluate("Object.keys(localStorage)") == ["carrier.consoleChatId"]
             room = {"room_id": f"console:{chat_id}"}
             stored = (await http.get(f"/agents/{agent_id}/messages", params=room)).json()
             assert [m["text"] for m in stored["items"]] == texts
