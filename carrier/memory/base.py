@@ -94,6 +94,20 @@ class Store(ABC):
     async def get_entity(self, entity_id: str) -> Entity | None: ...
 
     @abstractmethod
+    async def find_entities(
+        self,
+        *,
+        agent_id: str,
+        platform: str | None = None,
+        platform_id: str | None = None,
+        name: str | None = None,
+    ) -> list[Entity]:
+        """The agent's entities that match every filter given, by id: how a person is found to
+        be forgotten (``carrier memory forget``, ``memory people``). ``name`` matches any of the
+        names a record holds (display names and usernames), ignoring case; ``platform_id``
+        matches on any platform unless ``platform`` is given too. No filter: all of them."""
+
+    @abstractmethod
     async def delete_entity(self, entity_id: str) -> bool:
         """Delete the entity record (names, platform id) and its room memberships; its memories
         are left (see :meth:`delete_memories`). True if there was a record."""
@@ -165,6 +179,7 @@ class Store(ABC):
         room_id: str | None = None,
         kinds: Sequence[MemoryKind] | None = None,
         since: datetime | None = None,
+        entity_id: str | None = None,
     ) -> int:
         """How many memories match; ``since`` (inclusive) bounds ``created_at``."""
 

@@ -44,6 +44,7 @@ from carrier._mongo import DEFAULT_DATABASE, connection, translated
 from carrier.errors import StoreError
 from carrier.memory import _mongo_codec as codec
 from carrier.memory import _mongo_search as search
+from carrier.memory._entities import entity_filters, named
 from carrier.memory._mongo_schema import (
     CHANGES_TTL_S,
     SCHEMA_VERSION,
@@ -291,6 +292,20 @@ class MongoStore(RankedSearch, Store):
         doc = await self._find_one(f"reading entity {entity_id}", "entities", {"_id": entity_id})
         return codec.entity_from_doc(doc) if doc is not None else None
 
+    async def find_entities(
+        self,
+        *,
+        agent_id: str,
+        platform: str | None = None,
+        platform_id: str | None = None,
+        name: str | None = None,
+    ) -> list[Entity]:
+        query = entity_filters(agent_id, platform, platform_id)
+        docs = await self._find(
+            f"finding entities of agent {agent_id}", "entities", query, sort=[("_id", 1)]
+        )
+        return named(map(codec.entity_from_doc, docs), name)
+
     async def delete_entity(self, entity_id: str) -> bool:
         with self._errors(f"deleting entity {entity_id}"):
             # Memberships first: a failure in between leaves a record without rooms, not rooms
@@ -414,8 +429,9 @@ class MongoStore(RankedSearch, Store):
         room_id: str | None = None,
         kinds: Sequence[MemoryKind] | None = None,
         since: datetime | None = None,
+        entity_id: str | None = None,
     ) -> int:
-        query = codec.memory_filter(agent_id, room_id, kinds=kinds, since=since)
+        query = codec.memory_filter(agent_id, room_id, entity_id, kinds, since=since)
         if query is None:
             return 0
         col = self._col("memories")

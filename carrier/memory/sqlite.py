@@ -36,6 +36,7 @@ import aiosqlite
 
 from carrier.errors import ConfigError, StoreError
 from carrier.install import upgrade_hint
+from carrier.memory._entities import entity_filters, named
 from carrier.memory._ranked import MemoryQuery, RankedSearch, search_index
 from carrier.memory.base import Store
 from carrier.memory.hybrid import folded, fts5_match, query_terms, rarest_terms
@@ -677,6 +678,23 @@ class SQLiteStore(RankedSearch, Store):
         )
         return Entity.model_validate_json(row["data"]) if row is not None else None
 
+    async def find_entities(
+        self,
+        *,
+        agent_id: str,
+        platform: str | None = None,
+        platform_id: str | None = None,
+        name: str | None = None,
+    ) -> list[Entity]:
+        fields = entity_filters(agent_id, platform, platform_id)
+        where = " AND ".join(f"{column} = ?" for column in fields)
+        rows = await self._fetch(
+            f"finding entities of agent {agent_id}",
+            f"SELECT data FROM entities WHERE {where} ORDER BY id",
+            list(fields.values()),
+        )
+        return named((Entity.model_validate_json(row["data"]) for row in rows), name)
+
     async def delete_entity(self, entity_id: str) -> bool:
         async with self._transaction(f"deleting entity {entity_id}") as db:
             await db.execute("DELETE FROM participants WHERE entity_id = ?", (entity_id,))
@@ -822,8 +840,9 @@ class SQLiteStore(RankedSearch, Store):
         room_id: str | None = None,
         kinds: Sequence[MemoryKind] | None = None,
         since: datetime | None = None,
+        entity_id: str | None = None,
     ) -> int:
-        where, params = _memory_filters(agent_id, room_id, kinds=kinds, since=since)
+        where, params = _memory_filters(agent_id, room_id, entity_id, kinds, since=since)
         rows = await self._fetch(
             "counting memories",
             f"SELECT COUNT(*) FROM memories WHERE {' AND '.join(where)}",

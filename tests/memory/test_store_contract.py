@@ -212,6 +212,39 @@ async def test_store_delete_entity_removes_record_and_memberships_only(store: St
     assert await store.delete_entity("e1") is False
 
 
+async def test_store_find_entities_by_platform_id_and_name(store: Store) -> None:
+    def person(id: str, platform: str, platform_id: str, *names: str, agent: str = AGENT) -> Entity:
+        return Entity(
+            id=id, agent_id=agent, platform=platform, platform_id=platform_id, names=list(names)
+        )
+
+    people = [
+        person("e3", "discord", "111", "Ana", "ana_b"),
+        person("e1", "instagram", "111", "alice.w"),
+        person("e2", "discord", "222", "ALICE", "Straße"),
+        person("e4", "discord", "111", "Ana", agent=OTHER_AGENT),
+    ]
+    for entity in people:
+        await store.upsert_entity(entity)
+
+    def ids(found: list[Entity]) -> list[str]:
+        return [e.id for e in found]
+
+    assert ids(await store.find_entities(agent_id=AGENT)) == ["e1", "e2", "e3"]  # by id
+    assert await store.find_entities(agent_id=AGENT, platform_id="111") == [people[1], people[0]]
+    assert ids(await store.find_entities(agent_id=AGENT, platform="discord")) == ["e2", "e3"]
+    found = await store.find_entities(agent_id=AGENT, platform="discord", platform_id="111")
+    assert ids(found) == ["e3"]
+    # Any of the names, display name or username, ignoring case the Unicode way.
+    assert ids(await store.find_entities(agent_id=AGENT, name="ANA_B")) == ["e3"]
+    assert ids(await store.find_entities(agent_id=AGENT, name="alice")) == ["e2"]
+    assert ids(await store.find_entities(agent_id=AGENT, name="STRASSE")) == ["e2"]
+    assert await store.find_entities(agent_id=AGENT, name="ali") == []  # exact, not a prefix
+    assert await store.find_entities(agent_id=AGENT, name="Ana", platform="instagram") == []
+    assert ids(await store.find_entities(agent_id=OTHER_AGENT, name="ana")) == ["e4"]
+    assert await store.find_entities(agent_id="nobody") == []
+
+
 async def test_store_room_state_set_change_and_clear(store: Store) -> None:
     assert await store.get_room_state(AGENT, "r1") is None
     await store.set_room_state(AGENT, "r1", RoomState.FOLLOWED)
@@ -436,6 +469,19 @@ async def test_store_count_memories(store: Store) -> None:
     assert await store.count_memories(agent_id=AGENT, kinds=[MemoryKind.FACT]) == 1
     assert await store.count_memories(agent_id=AGENT, room_id="r2", kinds=[MemoryKind.FACT]) == 0
     assert await store.count_memories(agent_id="nobody") == 0
+
+
+async def test_store_count_memories_of_an_entity(store: Store) -> None:
+    await store.add_memory(make_memory(room_id="r1", entity_id="e1"))
+    await store.add_memory(make_memory(room_id="r2", entity_id="e1", kind=MemoryKind.FACT))
+    await store.add_memory(make_memory(room_id="r1", entity_id="e2"))
+    await store.add_memory(make_memory(agent_id=OTHER_AGENT, entity_id="e1"))
+
+    assert await store.count_memories(agent_id=AGENT, entity_id="e1") == 2
+    assert await store.count_memories(agent_id=AGENT, entity_id="e1", room_id="r1") == 1
+    kinds = [MemoryKind.MESSAGE]
+    assert await store.count_memories(agent_id=AGENT, entity_id="e1", kinds=kinds) == 1
+    assert await store.count_memories(agent_id=AGENT, entity_id="nobody") == 0
 
 
 async def test_store_count_memories_since(store: Store) -> None:
