@@ -101,7 +101,10 @@ class AgentStatus:
     record: AgentRecord
     running: bool = False
     model: str | None = None
-    """Which model answers, or why the agent is offline (no secrets)."""
+    """The name of the model that answers (``openai/gpt-4o-mini``), ``offline`` for the offline
+    provider; None when the agent does not run here."""
+    model_note: str | None = None
+    """Why that model: e.g. why the agent is offline (``no model is configured``). No secrets."""
     offline: bool | None = None
     clients: list[str] = field(default_factory=list)
     """Clients started."""
@@ -124,6 +127,7 @@ class LoadReport:
 class _Running:
     runtime: AgentRuntime
     model: str
+    model_note: str | None
     offline: bool
     clients: dict[str, Client] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
@@ -234,6 +238,7 @@ class AgentManager:
             record=record,
             running=True,
             model=running.model,
+            model_note=running.model_note,
             offline=running.offline,
             clients=list(running.clients),
             skipped=dict(running.skipped),
@@ -300,11 +305,15 @@ class AgentManager:
                     runtime.registry.register(plugin)
                 await self.tools.apply(runtime)
                 running = _Running(
-                    runtime=runtime, model=choice.description, offline=choice.offline
+                    runtime=runtime,
+                    model=choice.model,
+                    model_note=choice.note,
+                    offline=choice.offline,
                 )
                 running.interrupted = await runtime.start()
                 self._running[agent_id] = running
-                log.info("%s (%s): %s", character.name, agent_id, choice.description)
+                # Debug: the caller reports it once (carrier run prints it, the API route logs it)
+                log.debug("%s (%s): %s", character.name, agent_id, choice.description)
                 for name in dict.fromkeys(str(c).lower() for c in character.clients):
                     await self._start_client(agent_id, name, running)
         return await self.status(agent_id)
@@ -338,22 +347,26 @@ class AgentManager:
         return running.clients.get(name) if running is not None else None
 
     async def load_files(self, paths: Iterable[str | Path]) -> builtins.list[LoadReport]:
-        """Create or update an agent from each character file and start it (``carrier run``).
-        A file that does not load is reported and skipped; the others still start."""
+        """Create or update an agent from each character file and start it. A file that does
+        not load is reported and skipped; the others still start."""
         reports: builtins.list[LoadReport] = []
         for path in paths:
             report = LoadReport(path=str(path))
             reports.append(report)
             try:
-                character = load_character(path)
-                if await self.store.get_agent(character.agent_id) is None:
-                    await self.create(character)
-                else:
-                    await self.update(character.agent_id, character)
-                report.status = await self.start(character.agent_id)
+                record = await self.upsert_file(path)
+                report.status = await self.start(record.id)
             except CarrierError as exc:
                 report.error = str(exc)
         return reports
+
+    async def upsert_file(self, path: str | Path) -> AgentRecord:
+        """Create the agent of a character file, or update it to the file; not started
+        (``carrier run`` starts each in turn, showing progress)."""
+        character = load_character(path)
+        if await self.store.get_agent(character.agent_id) is None:
+            return await self.create(character)
+        return await self.update(character.agent_id, character)
 
     async def close(self) -> None:
         """Stop every running agent."""
@@ -411,22 +424,20 @@ class AgentManager:
         return self.model_factory(character) if self.model_factory is not None else None
 
     async def _swap_model(self, running: _Running, character: Character) -> None:
-        from carrier.assemble import choose_model
+        from carrier.assemble import choose_model, given_model
 
-        model = self._model_for(character)
-        if model is None:
-            choice = choose_model(
+        given = self._model_for(character)
+        choice = (
+            given_model(given)
+            if given is not None
+            else choose_model(
                 character, self.settings, embedder=self.embedder, environ=self.environ
             )
-            model, running.model, running.offline = (
-                choice.provider,
-                choice.description,
-                choice.offline,
-            )
-        else:
-            running.model, running.offline = f"using {model.name}", model.offline
-        old, running.runtime.model = running.runtime.model, model
-        if old is not model:
+        )
+        running.model, running.model_note = choice.model, choice.note
+        running.offline = choice.offline
+        old, running.runtime.model = running.runtime.model, choice.provider
+        if old is not choice.provider:
             await old.aclose()
 
     async def _start_client(self, agent_id: str, name: str, running: _Running) -> None:

@@ -7,7 +7,7 @@ and the stages below it only receive objects.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,17 +19,69 @@ from carrier.memory.embedder import Embedder
 from carrier.runtime import AgentRuntime
 from carrier.settings import Settings
 
-__all__ = ["ModelChoice", "build_runtime", "choose_model", "default_embedder", "open_store"]
+__all__ = [
+    "OFFLINE_HINT",
+    "ModelChoice",
+    "build_runtime",
+    "choose_model",
+    "default_embedder",
+    "given_model",
+    "load_embedder",
+    "offline_summary",
+    "open_store",
+]
 
 log = logging.getLogger(__name__)
 
 
+OFFLINE_HINT = (
+    "Set CARRIER_MODEL (e.g. openai/gpt-4o-mini) and the provider's key, or CARRIER_API_BASE for a "
+    "local OpenAI-compatible server, to use a language model."
+)
+"""How to leave offline mode; said once per run, after the reasons (see :func:`offline_summary`)."""
+
+
 @dataclass
 class ModelChoice:
+    """Which model answers for an agent, kept apart from why: the name is what the API's
+    ``model`` field shows, the note is said once (``carrier run``) or shown beside it."""
+
     provider: ModelProvider
-    description: str
-    """Human-readable: which model, or why the agent is offline and how to change that."""
+    model: str
+    """The model's name (``openai/gpt-4o-mini``), or ``offline`` for the offline provider."""
     offline: bool
+    note: str | None = None
+    """Why this model and not the one asked for, without the agent's name: for the offline
+    provider ``no model is configured`` or ``asks for openai/gpt-4o-mini, but OPENAI_API_KEY is
+    not set``. No secrets."""
+    api_base: str | None = None
+
+    @property
+    def description(self) -> str:
+        """A short phrase for logs: ``using openai/gpt-4o-mini at URL`` or ``offline (why)``;
+        the way out of offline mode is :func:`offline_summary`'s to say."""
+        if self.offline:
+            return "offline" + (f" ({self.note})" if self.note else "")
+        text = f"using {self.model}" + (f" at {self.api_base}" if self.api_base else "")
+        return text + (f" ({self.note})" if self.note else "")
+
+
+def offline_summary(agents: Sequence[tuple[str, str | None]]) -> str | None:
+    """The offline explanation for a whole run, in one line: each reason once, with the names of
+    the agents it applies to, then how to use a model. ``agents`` holds (name, note) pairs of the
+    offline agents; None when there are none."""
+    if not agents:
+        return None
+    by_reason: dict[str, list[str]] = {}
+    for name, note in agents:
+        by_reason.setdefault(note or "no language model", []).append(name)
+    reasons = "; ".join(f"{', '.join(names)}: {reason}" for reason, names in by_reason.items())
+    answers = (
+        "It answers from the character's message examples."
+        if len(agents) == 1
+        else "They answer from their characters' message examples."
+    )
+    return f"offline: {reasons}. {answers} {OFFLINE_HINT}"
 
 
 def _extra_setting(character: Any, name: str) -> Any:
@@ -65,10 +117,13 @@ def choose_model(
                 temperature=ms.temperature,
                 max_tokens=ms.max_tokens,
             )
-            note = f"using {model}" + (f" at {api_base}" if api_base else "")
+            note = None
             if wanted and model != wanted:
-                note += f" (the character asks for {wanted}, but {' or '.join(credential_env_vars(wanted)) or 'its key'} is not set)"
-            return ModelChoice(provider=provider, description=note, offline=False)
+                keys = " or ".join(credential_env_vars(wanted)) or "its key"
+                note = f"asks for {wanted}, but {keys} is not set"
+            return ModelChoice(
+                provider=provider, model=model, offline=False, note=note, api_base=api_base
+            )
 
     from carrier.llm.offline import OfflineProvider
 
@@ -80,15 +135,10 @@ def choose_model(
     )
     if wanted:
         keys = " or ".join(credential_env_vars(wanted)) or "the provider's API key"
-        why = f"{character.name} asks for {wanted}, but {keys} is not set"
+        why = f"asks for {wanted}, but {keys} is not set"
     else:
-        why = f"no model is configured for {character.name}"
-    note = (
-        f"offline: {why}; answering from the character's message examples. "
-        "Set CARRIER_MODEL (e.g. openai/gpt-4o-mini) and the provider's key, or CARRIER_API_BASE "
-        "for a local OpenAI-compatible server, to use a language model."
-    )
-    return ModelChoice(provider=offline, description=note, offline=True)
+        why = "no model is configured"
+    return ModelChoice(provider=offline, model="offline", offline=True, note=why)
 
 
 def _character_key(character: Any, model: str, environ: Mapping[str, str]) -> str | None:
@@ -119,10 +169,25 @@ async def open_store(settings: Settings) -> Store:
     return store
 
 
+def given_model(model: ModelProvider) -> ModelChoice:
+    """A model chosen by the caller (a ``model_factory``, tests): its name as the API shows it."""
+    name = "offline" if model.offline else str(getattr(model, "model", None) or model.name)
+    return ModelChoice(provider=model, model=name, offline=model.offline)
+
+
 def default_embedder() -> Embedder:
     from carrier.memory.sentence import SentenceTransformerEmbedder
 
     return SentenceTransformerEmbedder()
+
+
+async def load_embedder(embedder: Embedder) -> None:
+    """Load the embedding model now rather than at the first embedding, so the wait (seconds:
+    torch and the weights) happens where the caller shows progress. Embedders without a model
+    to load (test fakes) return at once."""
+    load = getattr(embedder, "load", None)
+    if load is not None and not getattr(embedder, "loaded", False):
+        await load()
 
 
 def build_runtime(
@@ -135,7 +200,7 @@ def build_runtime(
     model: ModelProvider | None = None,
 ) -> tuple[AgentRuntime, ModelChoice]:
     choice = (
-        ModelChoice(provider=model, description=f"using {model.name}", offline=model.offline)
+        given_model(model)
         if model is not None
         else choose_model(character, settings, embedder=embedder, environ=environ)
     )

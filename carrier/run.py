@@ -3,6 +3,11 @@
 ``run`` loads personas, starts each one's clients where credentials exist (saying which were
 skipped and why), runs the job worker and scheduler, and serves the API and console on
 127.0.0.1:8000 unless ``--no-api``, until SIGINT/SIGTERM.
+
+What a user sees, in order: a port that is taken stops both commands before anything loads;
+``progress`` (a spinner, from the CLI) shows while the embedding model loads and while each
+agent starts; each agent is reported once, as it starts (its model name and clients); the
+offline explanation comes once, after the agents, naming those it applies to.
 """
 
 from __future__ import annotations
@@ -12,13 +17,24 @@ import contextlib
 import logging
 import os
 import signal
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from carrier.errors import CarrierError, ConfigError
+from carrier.ports import port_problem
 from carrier.secret_key import ensure_secret_key
 from carrier.settings import Settings
+
+if TYPE_CHECKING:
+    from carrier.agents import AgentManager, AgentStatus
+    from carrier.memory.embedder import Embedder
+
+Progress = Callable[[str], AbstractContextManager[None]]
+"""Shows a message while a block runs: ``carrier.cli._progress.working`` (a spinner) in the CLI;
+passed in, as the core does not import the CLI."""
 
 __all__ = ["run_main", "serve_main"]
 
@@ -29,6 +45,27 @@ def _say(message: str) -> None:
     print(message, flush=True)
 
 
+def _silent(message: str) -> AbstractContextManager[None]:
+    return nullcontext()
+
+
+def check_port(host: str, port: int) -> None:
+    """Raise :class:`ConfigError` (one line: what is wrong, which ``--port`` to try) when the API
+    could not listen on ``host:port``; called before the store opens or the model loads."""
+    problem = port_problem(host, port)
+    if problem is not None:
+        raise ConfigError(problem)
+
+
+async def _load_model(embedder: Embedder, progress: Progress) -> None:
+    from carrier.assemble import load_embedder
+
+    if getattr(embedder, "loaded", True):  # loaded already, or nothing to load (a fake)
+        return
+    with progress("loading the embedding model"):
+        await load_embedder(embedder)
+
+
 async def run_main(
     paths: Sequence[Path],
     *,
@@ -36,21 +73,23 @@ async def run_main(
     serve_api: bool,
     host: str = "127.0.0.1",
     port: int = 8000,
+    progress: Progress = _silent,
 ) -> int:
-    """Returns the process exit code."""
+    """Returns the process exit code. ``progress(message)`` wraps each slow step."""
     from carrier.agents import AgentManager
-    from carrier.assemble import default_embedder, open_store
+    from carrier.assemble import default_embedder, offline_summary, open_store
     from carrier.jobs.service import JobService
 
     if serve_api:
         from carrier.api import check_bind
 
-        check_bind(host, settings)  # refuse a public bind without a token before loading anything
+        # Before anything loads: a public bind without a token, or a port that is taken.
+        check_bind(host, settings)
+        check_port(host, port)
     ensure_secret_key(settings.data_dir, os.environ)
     store = await open_store(settings)
-    manager = AgentManager(
-        store=store, embedder=default_embedder(), settings=settings, environ=os.environ
-    )
+    embedder = default_embedder()
+    manager = AgentManager(store=store, embedder=embedder, settings=settings, environ=os.environ)
     jobs = JobService.from_settings(settings)
     try:
         # The job store is open before any client starts (clients enqueue work), and adapters
@@ -58,33 +97,24 @@ async def run_main(
         await jobs.store.open()
         manager.services["jobs"] = jobs.store
         register_job_handlers(jobs, manager)
-        reports = await manager.load_files(paths)
         started = 0
         clients = 0
-        for report in reports:
-            if report.error or report.status is None:
-                _say(f"skipped {report.path}: {report.error}")
-                continue
-            status = report.status
-            started += 1
-            clients += len(status.clients)
-            _say(f"{status.record.name} ({status.record.id}): {status.model}")
-            knowledge = manager.runtime(status.record.id).knowledge_report
-            if knowledge is not None and (knowledge.error or knowledge.changed or knowledge.failed):
-                _say(f"  knowledge: {knowledge.summary()}")
-            if status.interrupted:
-                _say(
-                    f"  {status.interrupted} message(s) interrupted by the last stop were marked failed"
-                )
-            for name in status.clients:
-                _say(f"  started {name}")
-            for name, why in status.skipped.items():
-                _say(f"  skipped {name}: {why}")
+        offline: list[tuple[str, str | None]] = []
+        for path in paths:
+            status = await _start_file(manager, path, embedder, progress)
+            if status is not None:
+                started += 1
+                clients += len(status.clients)
+                if status.offline:
+                    offline.append((status.record.name, status.model_note))
         if not started:
             _say(
                 "no persona could be loaded; fix the files above (carrier validate PATH shows every problem)"
             )
             return 1
+        summary = offline_summary(offline)
+        if summary:
+            _say(summary)
         await jobs.start()
         if serve_api:
             from carrier.api import api_server
@@ -122,6 +152,7 @@ async def serve_main(
     from carrier.jobs.service import JobService
 
     check_bind(host, settings)
+    check_port(host, port)  # before the store opens
     ensure_secret_key(settings.data_dir, os.environ)
     store = await open_store(settings)
     # The web process enqueues and approves jobs; the worker process (carrier run) runs them.
@@ -142,6 +173,32 @@ async def serve_main(
         await jobs.store.close()
         await store.close()
     return 0
+
+
+async def _start_file(
+    manager: AgentManager, path: Path, embedder: Embedder, progress: Progress
+) -> AgentStatus | None:
+    """Create or update the file's agent and start it, then report it, once: its model's name
+    and its clients (what happened inside its start, its knowledge synced or messages a crash
+    interrupted, the core logs, once). None, with the reason said, when the file does not load."""
+    try:
+        record = await manager.upsert_file(path)
+    except CarrierError as exc:
+        _say(f"skipped {path}: {exc}")
+        return None
+    await _load_model(embedder, progress)  # once, when the first agent is about to start
+    try:
+        with progress(f"starting {record.name}"):
+            status = await manager.start(record.id)
+    except CarrierError as exc:
+        _say(f"skipped {path}: {exc}")
+        return None
+    _say(f"{status.record.name} ({status.record.id}): {status.model}")
+    for name in status.clients:
+        _say(f"  started {name}")
+    for name, why in status.skipped.items():
+        _say(f"  skipped {name}: {why}")
+    return status
 
 
 def register_job_handlers(jobs: Any, manager: Any) -> None:

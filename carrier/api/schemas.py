@@ -66,6 +66,10 @@ class AgentOut(BaseModel):
     running: bool
     """Whether it runs in this process."""
     model: str | None = None
+    """The name of the model that answers (``openai/gpt-4o-mini``), ``offline`` when the agent
+    answers from its message examples; null when it does not run here."""
+    model_note: str | None = None
+    """Why that model, e.g. why the agent is offline (``no model is configured``)."""
     offline: bool | None = None
     clients: list[str] = Field(default_factory=list)
     skipped_clients: dict[str, str] = Field(default_factory=dict)
@@ -186,6 +190,9 @@ class AgentHealth(BaseModel):
     id: str
     name: str
     model: str | None
+    """The model's name, or ``offline``."""
+    model_note: str | None = None
+    """Why that model, e.g. why the agent is offline."""
     offline: bool | None
 
 

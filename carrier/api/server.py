@@ -2,7 +2,9 @@
 
 ``serve()`` is ``carrier serve``: it runs until SIGINT/SIGTERM. ``api_server()`` runs it in the
 background of other work (``carrier run``, tests, benchmarks) and yields its base URL. Both
-refuse to listen beyond loopback when no ``CARRIER_ADMIN_TOKEN`` is set.
+refuse to listen beyond loopback when no ``CARRIER_ADMIN_TOKEN`` is set, and a port uvicorn
+cannot bind (taken since the callers' own check) ends in a :class:`ConfigError` that says which
+``--port`` to try, not in uvicorn's ``SystemExit``.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from carrier.agents import AgentManager
 from carrier.api.app import create_app
 from carrier.api.settings import ApiSettings
 from carrier.errors import ConfigError
+from carrier.ports import port_problem
 from carrier.settings import Settings
 
 __all__ = ["api_server", "check_bind", "running_app", "serve"]
@@ -77,7 +80,20 @@ async def serve(
     """Serve the API for ``manager``'s agents until SIGINT/SIGTERM (``carrier serve``)."""
     check_bind(host, settings)
     app = create_app(manager, settings, api_settings=api_settings, routers=routers)
-    await uvicorn.Server(_config(app, host, port, settings.log_level)).serve()
+    await _serve(uvicorn.Server(_config(app, host, port, settings.log_level)), host, port)
+
+
+async def _serve(server: uvicorn.Server, host: str, port: int) -> None:
+    """``server.serve()``, but a failure to listen raises :class:`ConfigError`: uvicorn logs the
+    OS error and calls ``sys.exit``, which inside a task would escape the event loop as a
+    traceback."""
+    try:
+        await server.serve()
+    except SystemExit:
+        if server.started:
+            raise
+        why = port_problem(host, port) or f"cannot listen on {host}:{port} (see the error above)"
+        raise ConfigError(why) from None
 
 
 @contextlib.asynccontextmanager
@@ -87,10 +103,10 @@ async def running_app(
     """Run ``app`` on uvicorn in a background task; yields ``http://host:port`` (``port=0``
     picks a free port) and stops the server on exit."""
     server = _BackgroundServer(_config(app, host, port, log_level))
-    task = asyncio.create_task(server.serve())
+    task = asyncio.create_task(_serve(server, host, port))
     while not server.started:
         if task.done():
-            task.result()  # raises what stopped it (e.g. the port is taken)
+            task.result()  # raises what stopped it (ConfigError: the port is taken)
             raise RuntimeError(f"the API server did not start on {host}:{port}")
         await asyncio.sleep(0.01)
     bound = server.servers[0].sockets[0].getsockname()[1]

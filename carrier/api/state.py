@@ -55,6 +55,7 @@ def agent_out(status: AgentStatus, state: ApiState) -> AgentOut:
         status=record.status,
         running=status.running,
         model=status.model,
+        model_note=status.model_note,
         offline=status.offline,
         clients=status.clients,
         skipped_clients=status.skipped,

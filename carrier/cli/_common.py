@@ -41,12 +41,24 @@ def run_or_exit(main: Coroutine[Any, Any, T]) -> T:
         raise typer.Exit(2) from None
 
 
+class _CurrentStderr:
+    """``sys.stderr`` as it is when a record is written, not when logging was set up: while a
+    spinner runs (:mod:`carrier.cli._progress`) rich redirects it, so a log line prints above
+    the spinner instead of running into its line."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
 def setup_logging(level: str) -> None:
     numeric = getattr(logging, level.upper(), logging.INFO)
     logging.basicConfig(
         level=numeric,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
+        stream=_CurrentStderr(),
     )
     # Libraries' warnings (deprecations, pydantic's notes on their types) are for their authors:
     # logged, shown only with CARRIER_LOG_LEVEL=DEBUG, never printed among a persona's replies.

@@ -52,7 +52,14 @@ def _login_name() -> str:
 async def _chat(
     character: Character, settings: Settings, user: str, *, stream: bool, show_thought: bool
 ) -> None:
-    from carrier.assemble import build_runtime, default_embedder, open_store
+    from carrier.assemble import (
+        build_runtime,
+        default_embedder,
+        load_embedder,
+        offline_summary,
+        open_store,
+    )
+    from carrier.cli._progress import working
     from carrier.types import Author, Channel, Message, RoomKind
 
     interactive = sys.stdin.isatty()
@@ -62,8 +69,15 @@ async def _chat(
         runtime, choice = build_runtime(
             character, settings=settings, store=store, embedder=embedder, environ=os.environ
         )
-        err(f"carrier: {character.name}: {choice.description}")
-        await runtime.start()
+        if choice.offline:
+            err(f"carrier: {offline_summary([(character.name, choice.note)])}")
+        else:
+            err(f"carrier: {character.name}: {choice.description}")
+        # Seconds of silence otherwise, before the first prompt: torch and the model load.
+        with working("loading the embedding model"):
+            await load_embedder(embedder)
+        with working(f"starting {character.name}"):
+            await runtime.start()
         author = Author(platform_id=user, name=user)
         channel = Channel(platform_id=f"terminal:{user}", name="terminal", kind=RoomKind.CLI)
         loop = asyncio.get_running_loop()

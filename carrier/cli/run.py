@@ -49,11 +49,19 @@ def run(
         if not paths:
             err(f"no character files in {folder}/; name one: carrier run characters/NAME.yaml")
             raise typer.Exit(1)
+    from carrier.cli._progress import working
     from carrier.run import run_main
 
     try:
         code = asyncio.run(
-            run_main(paths, settings=settings, serve_api=not no_api, host=host, port=port)
+            run_main(
+                paths,
+                settings=settings,
+                serve_api=not no_api,
+                host=host,
+                port=port,
+                progress=working,
+            )
         )
     except ConfigError as exc:
         err(f"carrier: {exc}")

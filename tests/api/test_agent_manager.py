@@ -94,7 +94,7 @@ async def test_agent_manager_start_stop_one_agent_leaves_others_running(
     b = await manager.create(character(name="Beta"))
     await manager.start(a.id)
     status = await manager.start(b.id)
-    assert status.running and status.model == "using function"
+    assert status.running and status.model == "function"
     result = await manager.runtime(a.id).handle(dm("hello"))
     assert "You said: hello" in result.text
 

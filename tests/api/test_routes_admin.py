@@ -90,7 +90,7 @@ async def test_health_public_summary_and_admin_details(
     detailed = (await client.get("/health")).json()
     assert detailed["status"] == "ok" and detailed["store"] == "ok"
     assert [(a["name"], a["model"], a["offline"]) for a in detailed["agents"]] == [
-        ("Pilot", "using function", False)
+        ("Pilot", "function", False)
     ]
     public = await client.get("/health", headers={"Authorization": ""})
     assert public.status_code == 200 and public.json()["agents"] is None

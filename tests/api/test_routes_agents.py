@@ -112,7 +112,7 @@ async def test_agents_list_start_stop_delete(client: httpx.AsyncClient) -> None:
     agent_id = await create_running(client)
     listed = (await client.get("/agents")).json()
     assert [(a["id"], a["running"]) for a in listed] == [(agent_id, True)]
-    assert listed[0]["model"] == "using function"
+    assert listed[0]["model"] == "function" and listed[0]["model_note"] is None
 
     stopped = await client.post(f"/agents/{agent_id}/stop")
     assert stopped.json()["running"] is False and stopped.json()["status"] == "stopped"

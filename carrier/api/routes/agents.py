@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Request, Response
 
+from carrier.agents import AgentStatus
 from carrier.api._secrets import keep_secret_refs
 from carrier.api.auth import Principal, admin_only, agent_access
 from carrier.api.characters import CHARACTER_BODY, character_from_request
@@ -15,6 +17,8 @@ from carrier.api.state import ApiState, agent_out, api_state
 from carrier.character import character_data, parse_character
 
 __all__ = ["router"]
+
+log = logging.getLogger(__name__)
 
 router = APIRouter(prefix="/agents", tags=["agents"], responses=error_responses(401, 429))
 
@@ -100,7 +104,21 @@ async def delete_agent(agent_id: AgentId, state: State, _: Admin) -> Response:
 )
 async def start_agent(agent_id: AgentId, state: State, _: Admin) -> AgentOut:
     """Clients that cannot start are listed in ``skipped_clients`` with the reason."""
-    return agent_out(await state.manager.start(agent_id), state)
+    was_running = agent_id in state.manager.running_ids()
+    status = await state.manager.start(agent_id)
+    if not was_running:  # the one record of the start in the server's log (the manager's is debug)
+        log.info("started %s", _started(status))
+    return agent_out(status, state)
+
+
+def _started(status: AgentStatus) -> str:
+    model = status.model or "?"
+    if status.model_note:
+        model += f" ({status.model_note})"
+    parts = [f"{status.record.name} ({status.record.id}): {model}"]
+    parts += [f"{name} started" for name in status.clients]
+    parts += [f"{name} skipped: {why}" for name, why in status.skipped.items()]
+    return "; ".join(parts)
 
 
 @router.post(

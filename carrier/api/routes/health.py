@@ -63,7 +63,13 @@ async def _agents(state: ApiState) -> list[AgentHealth] | None:
             return None
         record = status.record
         agents.append(
-            AgentHealth(id=agent_id, name=record.name, model=status.model, offline=status.offline)
+            AgentHealth(
+                id=agent_id,
+                name=record.name,
+                model=status.model,
+                model_note=status.model_note,
+                offline=status.offline,
+            )
         )
     return agents
 
