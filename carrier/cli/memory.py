@@ -1,26 +1,31 @@
-"""``carrier memory ...``: list, search, export, import and forget an agent's memories.
+"""``carrier memory ...``: list, search, export, import an agent's memories; list the people it
+knows and forget one.
 
 Loaded by the main CLI only when ``carrier memory`` runs. The store is the one
 the settings name (``CARRIER_MONGODB_URI``, else the SQLite file in ``CARRIER_DATA_DIR``). The agent
-is given as a character file, an agent id or an agent name. Heavy imports (the embedding model)
-happen only in the commands that embed (search, import), so ``carrier --help`` stays fast.
+is given as a character file, an agent id or an agent name; a person as an entity id, a platform
+id, a name or a username. Heavy imports (the embedding model) happen only in the commands that
+embed (search, import, reindex), and the model loads under a sign of life: it takes seconds.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, TextIO, TypeVar
+from typing import TYPE_CHECKING, Annotated, Protocol, TextIO, TypeVar, runtime_checkable
 
 import typer
 
-from carrier.cli._common import run_or_exit
+from carrier.cli._common import err, run_or_exit
 
 if TYPE_CHECKING:
     from carrier.memory.base import Store
     from carrier.memory.embedder import Embedder
+    from carrier.memory.people import Person
+    from carrier.memory.rights import ForgetReport
     from carrier.types import Memory, MemoryKind, ScoredMemory
 
 __all__ = ["memory_app"]
@@ -29,6 +34,7 @@ T = TypeVar("T")
 
 memory_app = typer.Typer(
     name="memory",
+    # The same line as COMMANDS["memory"] in cli/__init__.py, which --help shows without importing this.
     help="An agent's memories: list, search, export, import, and forget a person.",
     no_args_is_help=True,
     add_completion=False,
@@ -95,31 +101,36 @@ def _embedder() -> Embedder:
     return default_embedder()
 
 
-def _short(text: str, width: int = 70) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= width else line[: width - 1] + "…"
+@runtime_checkable
+class _Loadable(Protocol):
+    """An embedder whose model loads on first use unless loaded first (the default one)."""
+
+    name: str
+
+    @property
+    def loaded(self) -> bool: ...
+
+    async def load(self) -> None: ...
 
 
-def _who(memory: Memory) -> str:
-    return str(memory.content.metadata.get("speaker") or memory.entity_id)
+async def _load(embedder: Embedder) -> None:
+    """Load the embedding model now, under a sign of life: the first load imports torch and
+    reads the weights (seconds, more on a busy machine), and a silent command looks hung."""
+    if isinstance(embedder, _Loadable) and not embedder.loaded:
+        from carrier.cli._progress import working
+
+        with working(f"Loading the embedding model ({embedder.name})"):
+            await embedder.load()
 
 
-def _print_table(memories: list[Memory], scores: list[float] | None = None) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    columns = ["created (UTC)", "kind", "id", "who", "text"]
-    table = Table(*(["score"] if scores is not None else []), *columns)
-    for i, m in enumerate(memories):
-        row = [
-            m.created_at.strftime("%Y-%m-%d %H:%M:%S"),
-            m.kind.value,
-            m.id,
-            _who(m),
-            _short(m.content.text),
-        ]
-        table.add_row(*([f"{scores[i]:.3f}"] if scores is not None else []), *row)
-    Console(highlight=False, soft_wrap=False).print(table)
+async def _names(store: Store, memories: Sequence[Memory]) -> dict[str, str]:
+    """A name for each entity id of ``memories`` that has a record: its first name."""
+    names = {}
+    for entity_id in dict.fromkeys(m.entity_id for m in memories):
+        entity = await store.get_entity(entity_id)
+        if entity is not None and entity.names:
+            names[entity_id] = entity.names[0]
+    return names
 
 
 def _print_json(memories: list[Memory]) -> None:
@@ -148,11 +159,11 @@ def list_cmd(
     limit: Annotated[int, typer.Option(min=1, help="How many, newest first.")] = 50,
     as_json: JsonOption = False,
 ) -> None:
-    """List an agent's memories, newest first."""
+    """List an agent's memories, newest first, with who each is of (name and entity id)."""
     kinds = _kinds(kind)
 
-    async def run(store: Store, agent_id: str) -> list[Memory]:
-        return await store.get_memories(
+    async def run(store: Store, agent_id: str) -> tuple[list[Memory], dict[str, str]]:
+        memories = await store.get_memories(
             agent_id=agent_id,
             room_id=room,
             entity_id=entity,
@@ -160,14 +171,17 @@ def list_cmd(
             limit=limit,
             embeddings=False,
         )
+        return memories, ({} if as_json else await _names(store, memories))
 
-    memories = _with_agent(agent, run)
+    memories, names = _with_agent(agent, run)
     if as_json:
         _print_json(memories)
     elif not memories:
         typer.echo("no memories")
     else:
-        _print_table(memories)
+        from carrier.cli._memory_tables import print_memories
+
+        print_memories(memories, names)
 
 
 @memory_app.command("search")
@@ -183,9 +197,10 @@ def search_cmd(
     kinds = _kinds(kind)
     embedder = _embedder()
 
-    async def run(store: Store, agent_id: str) -> list[ScoredMemory]:
+    async def run(store: Store, agent_id: str) -> tuple[list[ScoredMemory], dict[str, str]]:
+        await _load(embedder)
         vector = await embedder.embed_one(text)
-        return await store.search_memories(
+        hits = await store.search_memories(
             agent_id=agent_id,
             embedding=vector.tolist(),
             embedding_model=embedder.model_id,
@@ -194,14 +209,17 @@ def search_cmd(
             kinds=kinds,
             embeddings=False,
         )
+        return hits, ({} if as_json else await _names(store, [h.memory for h in hits]))
 
-    hits = _with_agent(agent, run)
+    hits, names = _with_agent(agent, run)
     if as_json:
         _print_json([h.memory for h in hits])
     elif not hits:
         typer.echo("nothing found")
     else:
-        _print_table([h.memory for h in hits], scores=[h.score for h in hits])
+        from carrier.cli._memory_tables import print_memories
+
+        print_memories([h.memory for h in hits], names, scores=[h.score for h in hits])
 
 
 @memory_app.command("export")
@@ -272,7 +290,13 @@ def import_cmd(
     with file.open(encoding="utf-8") as lines:
 
         async def run(store: Store, agent_id: str) -> ImportReport:
-            return await import_memories(store, lines, agent_id=agent_id, embedder=embedder)
+            return await import_memories(
+                store,
+                lines,
+                agent_id=agent_id,
+                embedder=embedder,
+                before_embedding=(lambda: _load(embedder)) if embedder is not None else None,
+            )
 
         report = _with_agent(agent, run)
     typer.echo(
@@ -287,19 +311,69 @@ def import_cmd(
         raise typer.Exit(1)
 
 
-@memory_app.command("forget")
-def forget_cmd(
-    entity_id: Annotated[
-        str, typer.Argument(metavar="ENTITY_ID", help="The person's entity id (see `memory list`).")
-    ],
+PlatformOption = Annotated[
+    str | None,
+    typer.Option(
+        "--platform",
+        help="Only people seen on this platform (discord, instagram, api, cli); default: all.",
+    ),
+]
+
+
+@memory_app.command("people")
+def people_cmd(
     agent: AgentOption,
-    platform: Annotated[
+    who: Annotated[
         str | None,
-        typer.Option(
-            help="ENTITY_ID is the person's id on this platform (e.g. a Discord user id with "
-            "--platform discord)."
+        typer.Argument(
+            metavar="WHO",
+            help="Only the people this names, as `forget` finds them: an entity id, a platform "
+            "id, a name or a username.",
         ),
     ] = None,
+    platform: PlatformOption = None,
+    limit: Annotated[int, typer.Option(min=1, help="Show at most this many, by name.")] = 200,
+    as_json: JsonOption = False,
+) -> None:
+    """List the people an agent knows: entity id, names, platform id, messages and memories.
+
+    Find someone here before `carrier memory forget`.
+    """
+    from dataclasses import asdict
+
+    from carrier.memory.people import find_people, list_people
+
+    async def run(store: Store, agent_id: str) -> list[Person]:
+        if who is not None:
+            return await find_people(store, agent_id=agent_id, who=who, platform=platform)
+        return await list_people(store, agent_id=agent_id, platform=platform)
+
+    people = _with_agent(agent, run)
+    if as_json:
+        for person in people[:limit]:
+            typer.echo(json.dumps(asdict(person)))
+    elif not people:
+        typer.echo(f"nobody matches {who!r}" if who is not None else "nobody yet")
+    else:
+        from carrier.cli._memory_tables import print_people
+
+        print_people(people[:limit])
+    if len(people) > limit:
+        err(f"... and {len(people) - limit} more: pass WHO or --platform, or raise --limit")
+
+
+@memory_app.command("forget")
+def forget_cmd(
+    who: Annotated[
+        str,
+        typer.Argument(
+            metavar="WHO",
+            help="The person: an entity id, a platform id, a name or a username "
+            "(see `carrier memory people`).",
+        ),
+    ],
+    agent: AgentOption,
+    platform: PlatformOption = None,
     keep_replies: Annotated[
         bool, typer.Option("--keep-replies", help="Keep the agent's replies to them.")
     ] = False,
@@ -307,29 +381,39 @@ def forget_cmd(
 ) -> None:
     """Forget a person, in every room of the agent.
 
+    WHO is matched against entity ids, platform ids (e.g. a Discord user id), names and
+    usernames (ignoring case), on every platform unless --platform is given. When several
+    people match, they are listed and you choose one (with --yes: nothing is deleted, exit 1).
+    No match: exit 1.
+
     Deletes the messages they sent, the facts about them and the agent's replies to them.
 
     Summaries that retell them and their entity record (names, memberships) go too.
     """
-    from carrier.memory.rights import ForgetReport, entity_id_for, forget_entity
+    from carrier.cli._person import choose
+    from carrier.lookup import resolve_agent
+    from carrier.memory.people import find_people
+    from carrier.memory.rights import forget_entity
 
-    if not yes:
-        typer.confirm(
-            f"Delete everything agent {agent} remembers of {entity_id}? This cannot be undone",
-            abort=True,
+    async def run(store: Store) -> tuple[Person, ForgetReport]:
+        ref = await resolve_agent(store, agent)
+        found = await find_people(store, agent_id=ref.id, who=who, platform=platform)
+        person = choose(found, who=who, agent=agent, yes=yes)
+        if not yes:
+            typer.confirm(
+                f"Delete everything agent {ref.name} remembers of {person.describe()}? "
+                "This cannot be undone",
+                abort=True,
+            )
+        return person, await forget_entity(
+            store, agent_id=ref.id, entity_id=person.entity_id, include_replies=not keep_replies
         )
 
-    async def run(store: Store, agent_id: str) -> tuple[str, ForgetReport]:
-        target = entity_id_for(agent_id, platform, entity_id) if platform else entity_id
-        return target, await forget_entity(
-            store, agent_id=agent_id, entity_id=target, include_replies=not keep_replies
-        )
-
-    target, report = _with_agent(agent, run)
+    person, report = _with_store(run)
     typer.echo(
-        f"forgot {target}: {report.total} memories ({report.messages} messages, "
-        f"{report.facts} facts, {report.replies} replies, {report.summaries} summaries, "
-        f"{report.other} other) in {len(report.rooms)} room(s)"
+        f"forgot {person.label}: {report.total} memories "
+        f"({report.messages} messages, {report.facts} facts, {report.replies} replies, "
+        f"{report.summaries} summaries, {report.other} other) in {len(report.rooms)} room(s)"
         + ("; their entity record (names, platform id) too" if report.entity else "")
     )
 
@@ -365,6 +449,9 @@ def reindex_cmd(
             from carrier.lookup import resolve_agent
 
             agent_id = (await resolve_agent(store, agent)).id
+        model = embedder.model_id
+        if await store.count_stale_embeddings(embedding_model=model, agent_id=agent_id):
+            await _load(embedder)  # before the bar, which would sit at 0 while the model loads
         with Progress(
             TextColumn("Re-embedding"),
             BarColumn(),

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TextIO
@@ -296,6 +296,7 @@ async def import_memories(
     agent_id: str,
     embedder: Embedder | None = None,
     batch_size: int = IMPORT_BATCH,
+    before_embedding: Callable[[], Awaitable[None]] | None = None,
 ) -> ImportReport:
     """Import JSON Lines written by :func:`export_memories` into ``agent_id``'s memories.
 
@@ -304,8 +305,12 @@ async def import_memories(
     for the agent are left alone, so importing a file twice changes nothing. With an
     ``embedder``, memories without a vector are embedded (so they can be recalled); vectors in
     the file are kept as they are. Reads ``lines`` lazily, ``batch_size`` at a time.
+
+    ``before_embedding`` is awaited once, just before the first embedding, and never when nothing
+    needs one: the command line loads the model there under a sign of life (it takes seconds).
     """
     report = ImportReport()
+    prepare = _once(before_embedding)
     batch: list[tuple[int, Memory]] = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
@@ -315,10 +320,10 @@ async def import_memories(
         except ValueError as exc:
             report.errors.append(LineError(number, str(exc)))
         if len(batch) >= batch_size:
-            await _import_batch(store, batch, agent_id, embedder, report)
+            await _import_batch(store, batch, agent_id, embedder, report, prepare)
             batch = []
     if batch:
-        await _import_batch(store, batch, agent_id, embedder, report)
+        await _import_batch(store, batch, agent_id, embedder, report, prepare)
     report.errors.sort(key=lambda e: e.line)  # a batch reports its id clashes after later lines
     return report
 
@@ -329,6 +334,7 @@ async def _import_batch(
     agent_id: str,
     embedder: Embedder | None,
     report: ImportReport,
+    prepare: Callable[[], Awaitable[None]],
 ) -> None:
     fresh: list[tuple[int, Memory]] = []
     for number, memory in batch:
@@ -342,6 +348,7 @@ async def _import_batch(
     if embedder is not None:
         missing = [m for _, m in fresh if m.embedding is None and m.content.text.strip()]
         if missing:
+            await prepare()
             vectors = await embedder.embed([m.content.text for m in missing])
             for memory, vector in zip(missing, vectors, strict=True):
                 memory.embedding = vector.tolist()
@@ -350,3 +357,16 @@ async def _import_batch(
     for _, memory in fresh:
         await store.add_memory(memory)
         report.imported += 1
+
+
+def _once(action: Callable[[], Awaitable[None]] | None) -> Callable[[], Awaitable[None]]:
+    """``action``, run on the first call only (for None, nothing at all)."""
+    done = False
+
+    async def run() -> None:
+        nonlocal done
+        if action is not None and not done:
+            done = True
+            await action()
+
+    return run
