@@ -45,6 +45,10 @@ COMMANDS: dict[str, LazyCommand] = {
         "carrier.cli.jobs:jobs_app",
         "Durable jobs: list, show, cancel, retry, approve, reject; and schedules.",
     ),
+    "doctor": LazyCommand(
+        "carrier.cli.doctor:doctor",
+        "Check a deployment end to end and say how to fix what fails (exit 1 if anything fails).",
+    ),
 }
 
 
