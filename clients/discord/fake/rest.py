@@ -66,6 +66,7 @@ class Rest:
         add = self._add
         add("GET", r"users/@me", self._me)
         add("GET", r"oauth2/applications/@me", self._application)
+        add("GET", r"applications/@me", self._application)
         add("GET", r"gateway/bot", self._gateway_bot)
         add("GET", r"gateway", self._gateway)
         add("POST", r"channels/(?P<cid>\d+)/messages", self._create_message)
@@ -129,7 +130,7 @@ class Rest:
                 "owner": self.fake.owner,
                 "summary": "",
                 "verify_key": "0" * 64,
-                "flags": 0,
+                "flags": self.fake.application_flags,
                 "team": None,
             }
         )

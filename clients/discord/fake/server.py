@@ -38,6 +38,9 @@ __all__ = ["FakeDiscord", "Guild", "Sent"]
 
 log = logging.getLogger(__name__)
 
+_APP_GUILD_MEMBERS = 1 << 14
+_APP_MESSAGE_CONTENT = 1 << 18
+
 
 class FakeDiscord(World):
     """A loopback Discord. ``message_content_enabled=False`` makes the gateway refuse the
@@ -109,6 +112,13 @@ class FakeDiscord(World):
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
+    @property
+    def application_flags(self) -> int:
+        """The application's flags as the REST API shows them: the privileged intents enabled
+        (``GATEWAY_MESSAGE_CONTENT``, ``GATEWAY_GUILD_MEMBERS``), as the gateway enforces them."""
+        flags = _APP_MESSAGE_CONTENT if self.enabled_intents & MESSAGE_CONTENT else 0
+        return flags | (_APP_GUILD_MEMBERS if self.enabled_intents & MEMBERS else 0)
+
     # -- gateway ------------------------------------------------------------------------------
     def _ready(self, session: Session) -> Json:
         return {
@@ -121,7 +131,7 @@ class FakeDiscord(World):
             "session_id": session.session_id,
             "resume_gateway_url": self.gateway_url,
             "shard": list(session.shard),
-            "application": {"id": str(self.application_id), "flags": 0},
+            "application": {"id": str(self.application_id), "flags": self.application_flags},
             "private_channels": [],
             "relationships": [],
             "presences": [],
