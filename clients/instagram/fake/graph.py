@@ -54,11 +54,13 @@ class FakeGraphAPI:
         *,
         token: str = "test-token",
         ig_user_id: str = "17841400000000001",
+        username: str = "fake_account",
         static_root: Path | None = None,
         version: str = "v21.0",
     ) -> None:
         self.token = token
         self.ig_user_id = ig_user_id
+        self.username = username
         self.static_root = static_root
         self.version = version
         self.state = FakeGraphState()
@@ -138,6 +140,8 @@ class FakeGraphAPI:
                 if method == "GET" and edge == "media":
                     newest_first = list(reversed(self.state.media))
                     return 200, {"data": newest_first[: int(params.get("limit", "25"))]}
+                if method == "GET" and edge is None:
+                    return 200, {"id": self.ig_user_id, "username": self.username}
             elif method == "GET" and edge is None:
                 if target in self.state.containers:
                     return self._status(self.state.containers[target])

@@ -124,6 +124,10 @@ class GraphAPI:
         data = {"creation_id": container_id}
         return str((await self._call("POST", f"{self.ig_user_id}/media_publish", data=data))["id"])
 
+    async def account(self) -> dict[str, Any]:
+        """The professional account itself (``id``, ``username``): whether the token may read it."""
+        return await self._call("GET", self.ig_user_id, params={"fields": "id,username"})
+
     async def publishing_limit(self) -> PublishingLimit:
         body = await self._call(
             "GET",
