@@ -15,6 +15,7 @@ from importlib.metadata import entry_points
 from typing import Any
 
 from carrier.doctor.base import ClientCheck, ClientTarget, Result, fail, skip, warn
+from carrier.install import install_hint
 from carrier.memory.base import Store
 from carrier.settings import Settings
 
@@ -86,7 +87,7 @@ class ClientChecks:
                 fail(
                     name,
                     f"the {name} adapter's checks could not be loaded ({check})",
-                    f"reinstall Carrier with the {name} extra (pip install -e '.[{name}]')",
+                    install_hint(f"the {name} client"),
                 )
             ]
         target = ClientTarget(

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from carrier.assemble import choose_model
+from carrier.assemble import OFFLINE_HINT, choose_model
 from carrier.doctor.base import Result, fail, ok, warn
 from carrier.errors import ProviderError
 from carrier.llm.base import ChatMessage, ModelRequest
@@ -54,7 +54,7 @@ class ModelChecker:
             character, self.settings, embedder=self._embedder, environ=self.environ
         )
         if choice.offline:
-            return [self._offline(character)]
+            return [self._offline(character, choice.note)]
         provider: Any = choice.provider
         model, api_base = provider.model, provider.api_base
         where = f"{model}" + (f" at {api_base}" if api_base else "")
@@ -85,23 +85,18 @@ class ModelChecker:
                 results.append(warn(label, f"{fallback} did not answer: {problem[0]}", problem[1]))
         return results
 
-    def _offline(self, character: Any) -> Result:
+    def _offline(self, character: Any, note: str | None) -> Result:
+        """The run's own reason (``ModelChoice.note``): a warning when the character asks for a
+        model it cannot have, fine when none is configured."""
         ms = character.model_settings
         wanted = resolve_model(model=ms.model, model_provider=ms.model_provider, default=None)
+        detail = (
+            f"offline: {note or 'no model is configured'}; it answers from its message examples"
+        )
         if wanted:
             keys = " or ".join(credential_env_vars(wanted)) or "its provider's API key"
-            return warn(
-                NAME,
-                f"offline: the character asks for {wanted}, but {keys} is not set; it answers "
-                "from its message examples",
-                f"set {keys}, or CARRIER_MODEL and its key, or CARRIER_API_BASE for a local "
-                "OpenAI-compatible server",
-            )
-        return ok(
-            NAME,
-            "offline: no model is configured (no settings.model, modelProvider or CARRIER_MODEL); "
-            "it answers from its message examples",
-        )
+            return warn(NAME, detail, f"set {keys}, or: {OFFLINE_HINT}")
+        return ok(NAME, detail)
 
     async def _call(self, provider: Any, model: str) -> tuple[str, str] | None:
         """None when ``model`` answered a one-token request; else (what happened, the fix)."""

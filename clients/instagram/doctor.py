@@ -21,11 +21,12 @@ from typing import Any
 
 from carrier.doctor.base import ClientTarget, Result, fail, ok, skip, warn
 from carrier.errors import ConfigError
+from carrier.install import install_hint
 from clients.instagram.config import InstagramConfig, parse_config
 
 __all__ = ["check"]
 
-INSTALL = "install the Instagram extra: pip install -e '.[instagram]' (in the Carrier checkout)"
+INSTALL = install_hint("the Instagram client's packages")
 
 # A 1x1 transparent PNG: an image (as Instagram wants from the media host) of 70 bytes.
 PROBE = base64.b64decode(
