@@ -35,9 +35,9 @@ from urllib.parse import unquote, urlsplit
 import aiosqlite
 
 from carrier.errors import ConfigError, StoreError
-from carrier.install import upgrade_hint
 from carrier.memory._entities import entity_filters, named
 from carrier.memory._ranked import MemoryQuery, RankedSearch, search_index
+from carrier.memory._sqlite_schema import MEMORY_COLUMNS_V1, MIGRATIONS, SCHEMA_VERSION, migrate
 from carrier.memory.base import Store
 from carrier.memory.hybrid import folded, fts5_match, query_terms, rarest_terms
 from carrier.memory.index import Shard, VectorIndex, VectorRows
@@ -64,172 +64,6 @@ logger = logging.getLogger(__name__)
 BUSY_TIMEOUT_S = 10.0
 """How long a statement waits for another process's write lock before failing."""
 
-_MEMORY_COLUMNS_V1 = (
-    "id, agent_id, room_id, entity_id, kind, status, content, embedding, embedding_model, "
-    "error, created_at, updated_at"
-)
-
-MIGRATIONS: tuple[tuple[str, ...], ...] = (
-    # 1: the initial schema. Timestamps are integer microseconds since the epoch, UTC, so that
-    # ordering and ``before`` comparisons are exact.
-    (
-        """CREATE TABLE agents (
-            id TEXT PRIMARY KEY,
-            name TEXT NOT NULL,
-            character TEXT NOT NULL,
-            status TEXT NOT NULL,
-            created_at INTEGER NOT NULL,
-            updated_at INTEGER NOT NULL
-        )""",
-        """CREATE TABLE rooms (
-            id TEXT PRIMARY KEY,
-            agent_id TEXT NOT NULL,
-            platform TEXT NOT NULL,
-            platform_id TEXT NOT NULL,
-            data TEXT NOT NULL
-        )""",
-        "CREATE INDEX rooms_agent ON rooms (agent_id)",
-        """CREATE TABLE entities (
-            id TEXT PRIMARY KEY,
-            agent_id TEXT NOT NULL,
-            platform TEXT NOT NULL,
-            platform_id TEXT NOT NULL,
-            data TEXT NOT NULL
-        )""",
-        "CREATE INDEX entities_agent ON entities (agent_id)",
-        """CREATE TABLE participants (
-            room_id TEXT NOT NULL,
-            entity_id TEXT NOT NULL,
-            PRIMARY KEY (room_id, entity_id)
-        )""",
-        "CREATE INDEX participants_entity ON participants (entity_id)",
-        """CREATE TABLE room_states (
-            agent_id TEXT NOT NULL,
-            room_id TEXT NOT NULL,
-            state TEXT NOT NULL,
-            PRIMARY KEY (agent_id, room_id)
-        )""",
-        """CREATE TABLE memories (
-            id TEXT PRIMARY KEY,
-            agent_id TEXT NOT NULL,
-            room_id TEXT NOT NULL,
-            entity_id TEXT NOT NULL,
-            kind TEXT NOT NULL,
-            status TEXT NOT NULL,
-            content TEXT NOT NULL,
-            embedding BLOB,
-            embedding_model TEXT,
-            error TEXT,
-            created_at INTEGER NOT NULL,
-            updated_at INTEGER NOT NULL
-        )""",
-        "CREATE INDEX memories_room ON memories (agent_id, room_id, created_at)",
-        "CREATE INDEX memories_entity ON memories (agent_id, entity_id, created_at)",
-        "CREATE INDEX memories_kind ON memories (agent_id, kind, created_at)",
-        "CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-    ),
-    # 2: fast recall. Memories get a stable integer key (``seq``: an INTEGER PRIMARY KEY keeps its
-    # value through VACUUM, unlike a plain rowid), which keys a full-text index (FTS5, contentless:
-    # the text is not stored twice) and a change log that the in-memory vector index of every
-    # process reads to stay in step with writes, its own and other processes'. Triggers keep both
-    # in step, so no write path can forget them.
-    (
-        """CREATE TABLE memories_v2 (
-            seq INTEGER PRIMARY KEY,
-            id TEXT NOT NULL UNIQUE,
-            agent_id TEXT NOT NULL,
-            room_id TEXT NOT NULL,
-            entity_id TEXT NOT NULL,
-            kind TEXT NOT NULL,
-            status TEXT NOT NULL,
-            content TEXT NOT NULL,
-            embedding BLOB,
-            embedding_model TEXT,
-            error TEXT,
-            created_at INTEGER NOT NULL,
-            updated_at INTEGER NOT NULL
-        )""",
-        f"""INSERT INTO memories_v2 (seq, {_MEMORY_COLUMNS_V1})
-            SELECT rowid, {_MEMORY_COLUMNS_V1} FROM memories ORDER BY rowid""",
-        "DROP TABLE memories",
-        "ALTER TABLE memories_v2 RENAME TO memories",
-        "CREATE INDEX memories_room ON memories (agent_id, room_id, created_at)",
-        "CREATE INDEX memories_entity ON memories (agent_id, entity_id, created_at)",
-        "CREATE INDEX memories_kind ON memories (agent_id, kind, created_at)",
-        "CREATE INDEX memories_vectors ON memories (agent_id, embedding_model)",
-        """CREATE VIRTUAL TABLE memories_fts USING fts5(
-            text, content='', tokenize='unicode61 remove_diacritics 2'
-        )""",
-        """INSERT INTO memories_fts (rowid, text)
-            SELECT seq, coalesce(json_extract(content, '$.text'), '') FROM memories""",
-        """CREATE TRIGGER memories_fts_insert AFTER INSERT ON memories BEGIN
-            INSERT INTO memories_fts (rowid, text)
-            VALUES (new.seq, coalesce(json_extract(new.content, '$.text'), ''));
-        END""",
-        # A contentless FTS5 table forgets a row when told the exact text it indexed.
-        """CREATE TRIGGER memories_fts_delete AFTER DELETE ON memories BEGIN
-            INSERT INTO memories_fts (memories_fts, rowid, text)
-            VALUES ('delete', old.seq, coalesce(json_extract(old.content, '$.text'), ''));
-        END""",
-        """CREATE TRIGGER memories_fts_update AFTER UPDATE OF content ON memories BEGIN
-            INSERT INTO memories_fts (memories_fts, rowid, text)
-            VALUES ('delete', old.seq, coalesce(json_extract(old.content, '$.text'), ''));
-            INSERT INTO memories_fts (rowid, text)
-            VALUES (new.seq, coalesce(json_extract(new.content, '$.text'), ''));
-        END""",
-        """CREATE TABLE memory_changes (
-            n INTEGER PRIMARY KEY AUTOINCREMENT,
-            agent_id TEXT NOT NULL,
-            memory_id TEXT NOT NULL
-        )""",
-        """CREATE TRIGGER memories_log_insert AFTER INSERT ON memories
-        WHEN new.embedding IS NOT NULL BEGIN
-            INSERT INTO memory_changes (agent_id, memory_id) VALUES (new.agent_id, new.id);
-        END""",
-        """CREATE TRIGGER memories_log_update AFTER UPDATE OF embedding, embedding_model ON memories
-        WHEN old.embedding IS NOT NULL OR new.embedding IS NOT NULL BEGIN
-            INSERT INTO memory_changes (agent_id, memory_id) VALUES (new.agent_id, new.id);
-        END""",
-        """CREATE TRIGGER memories_log_delete AFTER DELETE ON memories
-        WHEN old.embedding IS NOT NULL BEGIN
-            INSERT INTO memory_changes (agent_id, memory_id) VALUES (old.agent_id, old.id);
-        END""",
-    ),
-    # 3: what a turn reads, a room's (or a person's) latest memories of one kind, straight from an
-    # index in order. Without these the planner may walk every message of the agent through the
-    # kind index and filter by room: ~95 ms a read at 100k memories instead of ~0.1 ms.
-    (
-        "CREATE INDEX memories_room_kind ON memories (agent_id, room_id, kind, created_at)",
-        "CREATE INDEX memories_entity_kind ON memories (agent_id, entity_id, kind, created_at)",
-    ),
-    # 4: the full-text index's vocabulary (how many memories hold each word), so a text search
-    # looks for a query's rare words and skips the common ones.
-    ("CREATE VIRTUAL TABLE memories_vocab USING fts5vocab(memories_fts, row)",),
-    # 5: an update that leaves a memory's text or vector as it was (a message updated with the
-    # vector made for it) touches neither the full-text index (a delete and a re-insert of the
-    # same text every turn, which also grow the index) nor the change log (a needless ANN
-    # re-insert in every process).
-    (
-        "DROP TRIGGER memories_fts_update",
-        """CREATE TRIGGER memories_fts_update AFTER UPDATE OF content ON memories
-        WHEN json_extract(old.content, '$.text') IS NOT json_extract(new.content, '$.text') BEGIN
-            INSERT INTO memories_fts (memories_fts, rowid, text)
-            VALUES ('delete', old.seq, coalesce(json_extract(old.content, '$.text'), ''));
-            INSERT INTO memories_fts (rowid, text)
-            VALUES (new.seq, coalesce(json_extract(new.content, '$.text'), ''));
-        END""",
-        "DROP TRIGGER memories_log_update",
-        """CREATE TRIGGER memories_log_update AFTER UPDATE OF embedding, embedding_model ON memories
-        WHEN old.embedding IS NOT new.embedding OR old.embedding_model IS NOT new.embedding_model
-        BEGIN
-            INSERT INTO memory_changes (agent_id, memory_id) VALUES (new.agent_id, new.id);
-        END""",
-    ),
-)
-"""Schema steps: step ``i`` (0-based) brings the database to version ``i + 1``. Append only."""
-
-SCHEMA_VERSION = len(MIGRATIONS)
-
 _LOAD_PAGE = 10_000
 """Vectors read per statement while loading the index."""
 _SYNC_LIMIT = 20_000
@@ -241,7 +75,7 @@ pruned about every ``_PRUNE_EVERY`` changes."""
 _DOC_COUNT_TTL_S = 300.0
 _DOC_COUNT_CACHE = 50_000
 """Words whose memory counts are kept (for :meth:`SQLiteStore._doc_counts`), and for how long."""
-_MEMORY_COLUMNS = _MEMORY_COLUMNS_V1
+_MEMORY_COLUMNS = MEMORY_COLUMNS_V1
 _MEMORY_COLUMNS_NO_VECTOR = ", ".join(
     "NULL AS embedding" if column == "embedding" else column
     for column in _MEMORY_COLUMNS.split(", ")
@@ -462,7 +296,8 @@ class SQLiteStore(RankedSearch, Store):
                 await db.execute("PRAGMA synchronous = NORMAL")
                 await db.execute("PRAGMA foreign_keys = ON")
                 await db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-            await self._migrate(db)
+            with self._errors("migrating the schema"):
+                await migrate(db, self.path)
         except BaseException:
             await db.close()
             raise
@@ -485,39 +320,6 @@ class SQLiteStore(RankedSearch, Store):
             "reading the schema version", "SELECT MAX(version) FROM schema_version"
         )
         return int(rows[0][0] or 0)
-
-    async def _migrate(self, db: aiosqlite.Connection) -> None:
-        with self._errors("migrating the schema"):
-            await db.execute(
-                "CREATE TABLE IF NOT EXISTS schema_version "
-                "(version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)"
-            )
-            # IMMEDIATE takes the write lock first, so two processes opening one new file do
-            # not both apply the same steps.
-            await db.execute("BEGIN IMMEDIATE")
-            try:
-                async with db.execute("SELECT MAX(version) FROM schema_version") as cursor:
-                    row = await cursor.fetchone()
-                current = int(row[0] or 0) if row is not None else 0
-                if current > SCHEMA_VERSION:
-                    raise StoreError(
-                        f"the SQLite store {self.path} has schema version {current}, newer than "
-                        f"this Carrier supports ({SCHEMA_VERSION}); {upgrade_hint()} "
-                        "or point CARRIER_DATA_DIR elsewhere"
-                    )
-                for version in range(current + 1, SCHEMA_VERSION + 1):
-                    for statement in MIGRATIONS[version - 1]:
-                        await db.execute(statement)
-                    await db.execute(
-                        "INSERT INTO schema_version (version, applied_at) VALUES (?, ?)",
-                        (version, utcnow().isoformat()),
-                    )
-                    logger.info("SQLite store %s migrated to schema version %d", self.path, version)
-                await db.execute("COMMIT")
-            except BaseException:
-                if db.in_transaction:
-                    await db.execute("ROLLBACK")
-                raise
 
     # -- plumbing --------------------------------------------------------------------------
     @contextmanager

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from carrier.errors import ConfigError, StoreError
-from carrier.memory import sqlite as sqlite_module
+from carrier.memory import _sqlite_schema as schema_module
 from carrier.memory.sqlite import SCHEMA_VERSION, SQLiteStore
 from carrier.types import Content, Entity, Memory
 
@@ -99,8 +99,8 @@ async def test_sqlite_applies_new_migrations_to_an_old_file(
     async with SQLiteStore(path=path):
         pass
     step = ("CREATE TABLE later (x INTEGER)", "INSERT INTO later VALUES (7)")
-    monkeypatch.setattr(sqlite_module, "MIGRATIONS", (*sqlite_module.MIGRATIONS, step))
-    monkeypatch.setattr(sqlite_module, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
+    monkeypatch.setattr(schema_module, "MIGRATIONS", (*schema_module.MIGRATIONS, step))
+    monkeypatch.setattr(schema_module, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
 
     async with SQLiteStore(path=path) as store:
         assert await store.schema_version() == SCHEMA_VERSION + 1
@@ -114,8 +114,8 @@ async def test_sqlite_failed_migration_changes_nothing(
     async with SQLiteStore(path=path):
         pass
     step = ("CREATE TABLE later (x INTEGER)", "THIS IS NOT SQL")
-    monkeypatch.setattr(sqlite_module, "MIGRATIONS", (*sqlite_module.MIGRATIONS, step))
-    monkeypatch.setattr(sqlite_module, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
+    monkeypatch.setattr(schema_module, "MIGRATIONS", (*schema_module.MIGRATIONS, step))
+    monkeypatch.setattr(schema_module, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
 
     with pytest.raises(StoreError, match="migrating"):
         await SQLiteStore(path=path).open()
