@@ -35,16 +35,16 @@ from urllib.parse import unquote, urlsplit
 import aiosqlite
 
 from carrier.errors import ConfigError, StoreError
+from carrier.memory import _sqlite_codec as codec
 from carrier.memory._entities import entity_filters, named
 from carrier.memory._ranked import MemoryQuery, RankedSearch, search_index
-from carrier.memory._sqlite_schema import MEMORY_COLUMNS_V1, MIGRATIONS, SCHEMA_VERSION, migrate
+from carrier.memory._sqlite_schema import MIGRATIONS, SCHEMA_VERSION, migrate
 from carrier.memory.base import Store
 from carrier.memory.hybrid import folded, fts5_match, query_terms, rarest_terms
 from carrier.memory.index import Shard, VectorIndex, VectorRows
-from carrier.memory.vector import cosine_top_k, from_blob, from_blobs, to_blob
+from carrier.memory.vector import cosine_top_k, from_blobs
 from carrier.types import (
     AgentRecord,
-    Content,
     Entity,
     Memory,
     MemoryKind,
@@ -52,7 +52,6 @@ from carrier.types import (
     Room,
     RoomState,
     ScoredMemory,
-    from_us,
     to_us,
     utcnow,
 )
@@ -75,110 +74,6 @@ pruned about every ``_PRUNE_EVERY`` changes."""
 _DOC_COUNT_TTL_S = 300.0
 _DOC_COUNT_CACHE = 50_000
 """Words whose memory counts are kept (for :meth:`SQLiteStore._doc_counts`), and for how long."""
-_MEMORY_COLUMNS = MEMORY_COLUMNS_V1
-_MEMORY_COLUMNS_NO_VECTOR = ", ".join(
-    "NULL AS embedding" if column == "embedding" else column
-    for column in _MEMORY_COLUMNS.split(", ")
-)
-"""The memory columns with the vector left unread (``get_memories(embeddings=False)``)."""
-
-
-def _memory_from_row(row: sqlite3.Row) -> Memory:
-    blob = row["embedding"]
-    return Memory(
-        id=row["id"],
-        agent_id=row["agent_id"],
-        room_id=row["room_id"],
-        entity_id=row["entity_id"],
-        kind=MemoryKind(row["kind"]),
-        status=MemoryStatus(row["status"]),
-        content=Content.model_validate_json(row["content"]),
-        embedding=from_blob(blob).tolist() if blob is not None else None,
-        embedding_model=row["embedding_model"],
-        error=row["error"],
-        created_at=from_us(row["created_at"]),
-        updated_at=from_us(row["updated_at"]),
-    )
-
-
-def _vector_rows(rows: Sequence[sqlite3.Row], dim: int) -> VectorRows:
-    """Rows of (seq, id, room_id, entity_id, kind, created_at, embedding, ...)."""
-    return VectorRows(
-        ids=[row[1] for row in rows],
-        rooms=[row[2] for row in rows],
-        entities=[row[3] for row in rows],
-        kinds=[row[4] for row in rows],
-        created_us=[row[5] for row in rows],
-        vectors=from_blobs((row[6] for row in rows), dim),
-    )
-
-
-def _shard_condition(shard: Shard) -> tuple[str, list[Any]]:
-    """The SQL condition on model and kinds (and its parameters) for the vectors of one model a
-    set holds; the model comes first among the parameters."""
-    if shard.kinds is None:
-        return "embedding_model = ?", []
-    # ``+`` keeps the planner off the (agent, model) index, which would read every vector of the
-    # agent to find a kind's few: the (agent, kind) index reads just those.
-    return (
-        f"+embedding_model = ? AND kind IN ({', '.join('?' * len(shard.kinds))})",
-        sorted(shard.kinds),
-    )
-
-
-def _blob(embedding: Sequence[float] | None) -> bytes | None:
-    return to_blob(embedding) if embedding is not None else None
-
-
-def _memory_filters(
-    agent_id: str,
-    room_id: str | None = None,
-    entity_id: str | None = None,
-    kinds: Sequence[MemoryKind] | None = None,
-    statuses: Sequence[MemoryStatus] | None = None,
-    *,
-    since: datetime | None = None,
-    before: datetime | None = None,
-    table: str = "",
-) -> tuple[list[str], list[Any]]:
-    """SQL conditions and parameters; an empty ``kinds`` or ``statuses`` matches nothing.
-    ``table`` prefixes the column names (for joins)."""
-    where: list[str] = [f"{table}agent_id = ?"]
-    params: list[Any] = [agent_id]
-    if since is not None:
-        where.append(f"{table}created_at >= ?")
-        params.append(to_us(since))
-    if before is not None:
-        where.append(f"{table}created_at < ?")
-        params.append(to_us(before))
-    if room_id is not None:
-        where.append(f"{table}room_id = ?")
-        params.append(room_id)
-    if entity_id is not None:
-        where.append(f"{table}entity_id = ?")
-        params.append(entity_id)
-    for column, values in (("kind", kinds), ("status", statuses)):
-        if values is not None:
-            where.append(f"{table}{column} IN ({', '.join('?' * len(values))})")
-            params.extend(str(v) for v in values)
-    return where, params
-
-
-def _query_filters(query: MemoryQuery, *, table: str = "") -> tuple[list[str], list[Any]]:
-    """:func:`_memory_filters` of a search, with its excluded ids."""
-    where, params = _memory_filters(
-        query.agent_id,
-        query.room_id,
-        query.entity_id,
-        query.kinds,
-        since=query.since,
-        before=query.before,
-        table=table,
-    )
-    if query.exclude_ids:
-        where.append(f"{table}id NOT IN (SELECT value FROM json_each(?))")
-        params.append(json.dumps(list(query.exclude_ids)))
-    return where, params
 
 
 class SQLiteStore(RankedSearch, Store):
@@ -396,22 +291,11 @@ class SQLiteStore(RankedSearch, Store):
         row = await self._fetch_one(
             f"reading agent {agent_id}", "SELECT * FROM agents WHERE id = ?", (agent_id,)
         )
-        return self._agent_from_row(row) if row is not None else None
+        return codec.agent_from_row(row) if row is not None else None
 
     async def list_agents(self) -> list[AgentRecord]:
         rows = await self._fetch("listing agents", "SELECT * FROM agents ORDER BY created_at, id")
-        return [self._agent_from_row(row) for row in rows]
-
-    @staticmethod
-    def _agent_from_row(row: sqlite3.Row) -> AgentRecord:
-        return AgentRecord(
-            id=row["id"],
-            name=row["name"],
-            character=json.loads(row["character"]),
-            status=row["status"],
-            created_at=from_us(row["created_at"]),
-            updated_at=from_us(row["updated_at"]),
-        )
+        return [codec.agent_from_row(row) for row in rows]
 
     async def delete_agent(self, agent_id: str) -> bool:
         async with self._transaction(f"deleting agent {agent_id}") as db:
@@ -540,8 +424,8 @@ class SQLiteStore(RankedSearch, Store):
         # RETURNING yields the row only when it was inserted: one round trip for a new memory,
         # and a second (the read) only for a redelivered one.
         sql = (
-            f"INSERT OR IGNORE INTO memories ({_MEMORY_COLUMNS}) "
-            f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING {_MEMORY_COLUMNS}"
+            f"INSERT OR IGNORE INTO memories ({codec.MEMORY_COLUMNS}) "
+            f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING {codec.MEMORY_COLUMNS}"
         )
         params = (
             memory.id,
@@ -551,7 +435,7 @@ class SQLiteStore(RankedSearch, Store):
             str(memory.kind),
             str(memory.status),
             memory.content.model_dump_json(),
-            _blob(memory.embedding),
+            codec.vector_blob(memory.embedding),
             memory.embedding_model,
             memory.error,
             to_us(memory.created_at),
@@ -562,7 +446,7 @@ class SQLiteStore(RankedSearch, Store):
             with self._errors(f"adding memory {memory.id}"):
                 rows = list(await db.execute_fetchall(sql, params))
         if rows:
-            return _memory_from_row(rows[0])
+            return codec.memory_from_row(rows[0])
         stored = await self.get_memory(memory.id)
         if stored is None:  # pragma: no cover - deleted between the two statements
             raise StoreError(f"SQLite store {self.path}: memory {memory.id} vanished on insert")
@@ -571,10 +455,10 @@ class SQLiteStore(RankedSearch, Store):
     async def get_memory(self, memory_id: str) -> Memory | None:
         row = await self._fetch_one(
             f"reading memory {memory_id}",
-            f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE id = ?",
+            f"SELECT {codec.MEMORY_COLUMNS} FROM memories WHERE id = ?",
             (memory_id,),
         )
-        return _memory_from_row(row) if row is not None else None
+        return codec.memory_from_row(row) if row is not None else None
 
     async def update_memory(self, memory: Memory) -> None:
         content, status, now = memory.content.model_dump_json(), str(memory.status), utcnow()
@@ -592,7 +476,7 @@ class SQLiteStore(RankedSearch, Store):
             WHERE id = ?""",
             (
                 content,
-                _blob(memory.embedding),
+                codec.vector_blob(memory.embedding),
                 memory.embedding_model,
                 status,
                 memory.error,
@@ -622,18 +506,18 @@ class SQLiteStore(RankedSearch, Store):
         limit: int = 50,
         embeddings: bool = True,
     ) -> list[Memory]:
-        where, params = _memory_filters(agent_id, room_id, entity_id, kinds, statuses)
+        where, params = codec.memory_filters(agent_id, room_id, entity_id, kinds, statuses)
         if before is not None:
             where.append("created_at < ?")
             params.append(to_us(before))
-        columns = _MEMORY_COLUMNS if embeddings else _MEMORY_COLUMNS_NO_VECTOR
+        columns = codec.MEMORY_COLUMNS if embeddings else codec.MEMORY_COLUMNS_NO_VECTOR
         rows = await self._fetch(
             "reading memories",
             f"SELECT {columns} FROM memories WHERE {' AND '.join(where)} "
             "ORDER BY created_at DESC, rowid DESC LIMIT ?",
             [*params, max(limit, 0)],
         )
-        return [_memory_from_row(row) for row in rows]
+        return [codec.memory_from_row(row) for row in rows]
 
     async def count_memories(
         self,
@@ -644,7 +528,7 @@ class SQLiteStore(RankedSearch, Store):
         since: datetime | None = None,
         entity_id: str | None = None,
     ) -> int:
-        where, params = _memory_filters(agent_id, room_id, entity_id, kinds, since=since)
+        where, params = codec.memory_filters(agent_id, room_id, entity_id, kinds, since=since)
         rows = await self._fetch(
             "counting memories",
             f"SELECT COUNT(*) FROM memories WHERE {' AND '.join(where)}",
@@ -663,7 +547,7 @@ class SQLiteStore(RankedSearch, Store):
                 return found
         # Not loaded yet (or no index): score the matching vectors read from the database.
         dim = len(embedding)
-        where, params = _query_filters(query)
+        where, params = codec.query_filters(query)
         # Same model, same dimension: vectors of different models never meet.
         where += ["embedding_model = ?", "length(embedding) = ?"]
         params += [embedding_model, dim * 4]
@@ -686,13 +570,13 @@ class SQLiteStore(RankedSearch, Store):
     ) -> list[ScoredMemory]:
         if not hits:
             return []
-        columns = _MEMORY_COLUMNS if embeddings else _MEMORY_COLUMNS_NO_VECTOR
+        columns = codec.MEMORY_COLUMNS if embeddings else codec.MEMORY_COLUMNS_NO_VECTOR
         rows = await self._fetch(
             "reading search results",
             f"SELECT {columns} FROM memories WHERE id IN (SELECT value FROM json_each(?))",
             (json.dumps([memory_id for memory_id, _ in hits]),),
         )
-        by_id = {row["id"]: _memory_from_row(row) for row in rows}
+        by_id = {row["id"]: codec.memory_from_row(row) for row in rows}
         return [
             ScoredMemory(memory=by_id[memory_id], score=score)
             for memory_id, score in hits
@@ -709,7 +593,7 @@ class SQLiteStore(RankedSearch, Store):
         match = fts5_match(rarest_terms({keys[key]: counts[key] for key in keys}))
         if match is None:
             return []
-        where, params = _query_filters(query, table="m.")
+        where, params = codec.query_filters(query, table="m.")
         rows = await self._fetch(
             "searching memories by text",
             f"""SELECT m.id FROM memories_fts JOIN memories AS m ON m.seq = memories_fts.rowid
@@ -756,7 +640,7 @@ class SQLiteStore(RankedSearch, Store):
             await self.vectors.prepare(agent_id, embedding_model, dim)
 
     async def _count_vectors(self, agent_id: str, model: str, dim: int, shard: Shard) -> int:
-        held, kinds = _shard_condition(shard)
+        held, kinds = codec.shard_condition(shard)
         rows = await self._fetch(
             "counting vectors",
             f"SELECT count(*) FROM memories WHERE agent_id = ? AND {held}",
@@ -769,7 +653,7 @@ class SQLiteStore(RankedSearch, Store):
     ) -> AsyncIterator[VectorRows]:
         """The agent's ``model`` vectors of the shard's kinds in pages, in insertion order;
         statements of other callers run between pages."""
-        held, kinds = _shard_condition(shard)
+        held, kinds = codec.shard_condition(shard)
         last = -1
         while True:
             rows = await self._fetch(
@@ -781,7 +665,7 @@ class SQLiteStore(RankedSearch, Store):
             )
             if not rows:
                 return
-            yield _vector_rows(rows, dim)
+            yield codec.vector_rows(rows, dim)
             last = rows[-1][0]
 
     async def _sync_vectors(self) -> None:
@@ -864,7 +748,7 @@ class SQLiteStore(RankedSearch, Store):
                 dim = len(row["embedding"]) // 4
                 groups[(row["agent_id"], row["embedding_model"], dim)].append(row)
         for (agent_id, model, dim), group in groups.items():
-            self.vectors.upsert(agent_id, model, _vector_rows(group, dim))
+            self.vectors.upsert(agent_id, model, codec.vector_rows(group, dim))
         present = {row["id"] for row in rows if row["embedding"] is not None}
         gone: dict[str, list[str]] = defaultdict(list)
         for memory_id, agent_id in agents_by_id.items():
@@ -877,7 +761,7 @@ class SQLiteStore(RankedSearch, Store):
     async def count_stale_embeddings(
         self, *, embedding_model: str, agent_id: str | None = None
     ) -> int:
-        where, params = self._stale_filter(embedding_model, agent_id)
+        where, params = codec.stale_filter(embedding_model, agent_id)
         rows = await self._fetch(
             "counting stale embeddings", f"SELECT count(*) FROM memories WHERE {where}", params
         )
@@ -886,22 +770,13 @@ class SQLiteStore(RankedSearch, Store):
     async def stale_embeddings(
         self, *, embedding_model: str, agent_id: str | None = None, limit: int = 256
     ) -> list[Memory]:
-        where, params = self._stale_filter(embedding_model, agent_id)
+        where, params = codec.stale_filter(embedding_model, agent_id)
         rows = await self._fetch(
             "reading stale embeddings",
-            f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE {where} ORDER BY seq LIMIT ?",
+            f"SELECT {codec.MEMORY_COLUMNS} FROM memories WHERE {where} ORDER BY seq LIMIT ?",
             [*params, max(limit, 0)],
         )
-        return [_memory_from_row(row) for row in rows]
-
-    @staticmethod
-    def _stale_filter(embedding_model: str, agent_id: str | None) -> tuple[str, list[Any]]:
-        where = "embedding IS NOT NULL AND embedding_model IS NOT NULL AND embedding_model != ?"
-        params: list[Any] = [embedding_model]
-        if agent_id is not None:
-            where += " AND agent_id = ?"
-            params.append(agent_id)
-        return where, params
+        return [codec.memory_from_row(row) for row in rows]
 
     async def delete_memory(self, memory_id: str) -> bool:
         changed = await self._write(
@@ -917,7 +792,7 @@ class SQLiteStore(RankedSearch, Store):
         entity_id: str | None = None,
         kinds: Sequence[MemoryKind] | None = None,
     ) -> int:
-        where, params = _memory_filters(agent_id, room_id, entity_id, kinds)
+        where, params = codec.memory_filters(agent_id, room_id, entity_id, kinds)
         return await self._write(
             "deleting memories", f"DELETE FROM memories WHERE {' AND '.join(where)}", params
         )
