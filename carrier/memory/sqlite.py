@@ -25,20 +25,18 @@ import logging
 import sqlite3
 import time
 from collections import OrderedDict, defaultdict
-from collections.abc import AsyncIterator, Iterator, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-import aiosqlite
-
 from carrier.errors import ConfigError, StoreError
 from carrier.memory import _sqlite_codec as codec
 from carrier.memory._entities import entity_filters, named
 from carrier.memory._ranked import MemoryQuery, RankedSearch, search_index
-from carrier.memory._sqlite_schema import MIGRATIONS, SCHEMA_VERSION, migrate
+from carrier.memory._sqlite_conn import SQLiteConnection
+from carrier.memory._sqlite_schema import MIGRATIONS, SCHEMA_VERSION
 from carrier.memory.base import Store
 from carrier.memory.hybrid import folded, fts5_match, query_terms, rarest_terms
 from carrier.memory.index import Shard, VectorIndex, VectorRows
@@ -60,9 +58,6 @@ __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SQLiteStore"]
 
 logger = logging.getLogger(__name__)
 
-BUSY_TIMEOUT_S = 10.0
-"""How long a statement waits for another process's write lock before failing."""
-
 _LOAD_PAGE = 10_000
 """Vectors read per statement while loading the index."""
 _SYNC_LIMIT = 20_000
@@ -76,7 +71,7 @@ _DOC_COUNT_CACHE = 50_000
 """Words whose memory counts are kept (for :meth:`SQLiteStore._doc_counts`), and for how long."""
 
 
-class SQLiteStore(RankedSearch, Store):
+class SQLiteStore(RankedSearch, SQLiteConnection, Store):
     """The Store in one SQLite file (WAL mode), or in memory with ``path=":memory:"``.
 
     Usage::
@@ -86,9 +81,7 @@ class SQLiteStore(RankedSearch, Store):
     """
 
     def __init__(self, *, path: str | Path, vector_index: bool = True) -> None:
-        self.path = path if str(path) == ":memory:" else Path(path).expanduser()
-        self._db: aiosqlite.Connection | None = None
-        self._lock = asyncio.Lock()
+        super().__init__(path=path)
         self._sync_lock = asyncio.Lock()
         self._cursor = 0
         """The last ``memory_changes`` entry applied to the vector index."""
@@ -173,31 +166,6 @@ class SQLiteStore(RankedSearch, Store):
             logger.info("SQLite store %s: every search reads the change log (%s)", self.path, exc)
             return None
 
-    async def _connect(self) -> aiosqlite.Connection:
-        if isinstance(self.path, Path):
-            try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise StoreError(
-                    f"cannot create the directory of the SQLite store {self.path}: {exc}; "
-                    "set CARRIER_DATA_DIR to a writable directory"
-                ) from exc
-        with self._errors("opening"):
-            db = await aiosqlite.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
-        try:
-            db.row_factory = sqlite3.Row
-            with self._errors("configuring"):
-                await db.execute("PRAGMA journal_mode = WAL")
-                await db.execute("PRAGMA synchronous = NORMAL")
-                await db.execute("PRAGMA foreign_keys = ON")
-                await db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-            with self._errors("migrating the schema"):
-                await migrate(db, self.path)
-        except BaseException:
-            await db.close()
-            raise
-        return db
-
     async def close(self) -> None:
         if self.vectors is not None and self._db is not None:
             await self.vectors.close()
@@ -215,57 +183,6 @@ class SQLiteStore(RankedSearch, Store):
             "reading the schema version", "SELECT MAX(version) FROM schema_version"
         )
         return int(rows[0][0] or 0)
-
-    # -- plumbing --------------------------------------------------------------------------
-    @contextmanager
-    def _errors(self, what: str) -> Iterator[None]:
-        try:
-            yield
-        except sqlite3.Error as exc:
-            raise StoreError(f"SQLite store {self.path}: {what} failed: {exc}") from exc
-
-    def _conn(self) -> aiosqlite.Connection:
-        if self._db is None:
-            raise StoreError(
-                f"SQLite store {self.path} is not open; use `async with SQLiteStore(...)` "
-                "or await store.open() first"
-            )
-        return self._db
-
-    async def _fetch(self, what: str, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
-        db = self._conn()
-        with self._errors(what):
-            # One trip to the connection's thread (execute, fetch and close are three).
-            return list(await db.execute_fetchall(sql, params))
-
-    async def _fetch_one(
-        self, what: str, sql: str, params: Sequence[Any] = ()
-    ) -> sqlite3.Row | None:
-        rows = await self._fetch(what, sql, params)
-        return rows[0] if rows else None
-
-    async def _write(self, what: str, sql: str, params: Sequence[Any] = ()) -> int:
-        """Run one write statement; returns the number of rows it changed."""
-        db = self._conn()
-        async with self._lock:
-            with self._errors(what):
-                # The statement has run once execute returns; the count is read from the
-                # finished cursor, which is dropped without a second trip to close it.
-                return (await db.execute(sql, params)).rowcount
-
-    @asynccontextmanager
-    async def _transaction(self, what: str) -> AsyncIterator[aiosqlite.Connection]:
-        db = self._conn()
-        async with self._lock:
-            with self._errors(what):
-                await db.execute("BEGIN IMMEDIATE")
-                try:
-                    yield db
-                except BaseException:
-                    if db.in_transaction:  # SQLite rolls back by itself after some errors
-                        await db.execute("ROLLBACK")
-                    raise
-                await db.execute("COMMIT")
 
     # -- agents ----------------------------------------------------------------------------
     async def upsert_agent(self, agent: AgentRecord) -> None:

@@ -1,0 +1,113 @@
+"""The SQLite store's connection: opening the file, running statements, SQLite errors as StoreError.
+
+One aiosqlite connection (one worker thread) serves every call, so statements never run at the
+same time; an asyncio lock additionally keeps each write, and each multi-statement transaction,
+whole. Every failure of SQLite becomes a :class:`~carrier.errors.StoreError` that names the file
+and what was being done.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+
+from carrier.errors import StoreError
+from carrier.memory._sqlite_schema import migrate
+
+__all__ = ["BUSY_TIMEOUT_S", "SQLiteConnection"]
+
+BUSY_TIMEOUT_S = 10.0
+"""How long a statement waits for another process's write lock before failing."""
+
+
+class SQLiteConnection:
+    """The connection to one SQLite file (or ``":memory:"``) and the statements run over it; the
+    base of :class:`~carrier.memory.sqlite.SQLiteStore` and of the parts it is made of."""
+
+    def __init__(self, *, path: str | Path) -> None:
+        self.path = path if str(path) == ":memory:" else Path(path).expanduser()
+        self._db: aiosqlite.Connection | None = None
+        self._lock = asyncio.Lock()
+        """Held by each write and transaction, and by open and close."""
+
+    async def _connect(self) -> aiosqlite.Connection:
+        """A new connection, configured, to a file brought to the current schema."""
+        if isinstance(self.path, Path):
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(
+                    f"cannot create the directory of the SQLite store {self.path}: {exc}; "
+                    "set CARRIER_DATA_DIR to a writable directory"
+                ) from exc
+        with self._errors("opening"):
+            db = await aiosqlite.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        try:
+            db.row_factory = sqlite3.Row
+            with self._errors("configuring"):
+                await db.execute("PRAGMA journal_mode = WAL")
+                await db.execute("PRAGMA synchronous = NORMAL")
+                await db.execute("PRAGMA foreign_keys = ON")
+                await db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+            with self._errors("migrating the schema"):
+                await migrate(db, self.path)
+        except BaseException:
+            await db.close()
+            raise
+        return db
+
+    @contextmanager
+    def _errors(self, what: str) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise StoreError(f"SQLite store {self.path}: {what} failed: {exc}") from exc
+
+    def _conn(self) -> aiosqlite.Connection:
+        if self._db is None:
+            raise StoreError(
+                f"SQLite store {self.path} is not open; use `async with SQLiteStore(...)` "
+                "or await store.open() first"
+            )
+        return self._db
+
+    async def _fetch(self, what: str, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        db = self._conn()
+        with self._errors(what):
+            # One trip to the connection's thread (execute, fetch and close are three).
+            return list(await db.execute_fetchall(sql, params))
+
+    async def _fetch_one(
+        self, what: str, sql: str, params: Sequence[Any] = ()
+    ) -> sqlite3.Row | None:
+        rows = await self._fetch(what, sql, params)
+        return rows[0] if rows else None
+
+    async def _write(self, what: str, sql: str, params: Sequence[Any] = ()) -> int:
+        """Run one write statement; returns the number of rows it changed."""
+        db = self._conn()
+        async with self._lock:
+            with self._errors(what):
+                # The statement has run once execute returns; the count is read from the
+                # finished cursor, which is dropped without a second trip to close it.
+                return (await db.execute(sql, params)).rowcount
+
+    @asynccontextmanager
+    async def _transaction(self, what: str) -> AsyncIterator[aiosqlite.Connection]:
+        db = self._conn()
+        async with self._lock:
+            with self._errors(what):
+                await db.execute("BEGIN IMMEDIATE")
+                try:
+                    yield db
+                except BaseException:
+                    if db.in_transaction:  # SQLite rolls back by itself after some errors
+                        await db.execute("ROLLBACK")
+                    raise
+                await db.execute("COMMIT")
