@@ -1,0 +1,180 @@
+"""Memories in the SQLite store: writes, reads by room, person and kind, deletes, stale vectors.
+
+A memory is one row (see :mod:`carrier.memory._sqlite_schema`); its text reaches the full-text
+index, and its vector the change log, through triggers, so none of these writes can forget them.
+Reads name their columns so that a caller that wants text leaves the vectors unread
+(``embeddings=False``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from carrier.errors import StoreError
+from carrier.memory import _sqlite_codec as codec
+from carrier.memory._sqlite_conn import SQLiteConnection
+from carrier.types import Memory, MemoryKind, MemoryStatus, to_us, utcnow
+
+__all__ = ["Memories"]
+
+
+class Memories(SQLiteConnection):
+    """The Store's methods for memories, but search (a part of
+    :class:`~carrier.memory.sqlite.SQLiteStore`)."""
+
+    async def add_memory(self, memory: Memory) -> Memory:
+        # RETURNING yields the row only when it was inserted: one round trip for a new memory,
+        # and a second (the read) only for a redelivered one.
+        sql = (
+            f"INSERT OR IGNORE INTO memories ({codec.MEMORY_COLUMNS}) "
+            f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING {codec.MEMORY_COLUMNS}"
+        )
+        params = (
+            memory.id,
+            memory.agent_id,
+            memory.room_id,
+            memory.entity_id,
+            str(memory.kind),
+            str(memory.status),
+            memory.content.model_dump_json(),
+            codec.vector_blob(memory.embedding),
+            memory.embedding_model,
+            memory.error,
+            to_us(memory.created_at),
+            to_us(memory.updated_at),
+        )
+        db = self._conn()
+        async with self._lock:
+            with self._errors(f"adding memory {memory.id}"):
+                rows = list(await db.execute_fetchall(sql, params))
+        if rows:
+            return codec.memory_from_row(rows[0])
+        stored = await self.get_memory(memory.id)
+        if stored is None:  # pragma: no cover - deleted between the two statements
+            raise StoreError(f"SQLite store {self.path}: memory {memory.id} vanished on insert")
+        return stored
+
+    async def get_memory(self, memory_id: str) -> Memory | None:
+        row = await self._fetch_one(
+            f"reading memory {memory_id}",
+            f"SELECT {codec.MEMORY_COLUMNS} FROM memories WHERE id = ?",
+            (memory_id,),
+        )
+        return codec.memory_from_row(row) if row is not None else None
+
+    async def update_memory(self, memory: Memory) -> None:
+        content, status, now = memory.content.model_dump_json(), str(memory.status), utcnow()
+        if memory.vector_unread:  # the stored vector stays
+            await self._write(
+                f"updating memory {memory.id}",
+                "UPDATE memories SET content = ?, status = ?, error = ?, updated_at = ? WHERE id = ?",
+                (content, status, memory.error, to_us(now), memory.id),
+            )
+            return
+        await self._write(
+            f"updating memory {memory.id}",
+            """UPDATE memories SET content = ?, embedding = ?, embedding_model = ?, status = ?,
+                error = ?, updated_at = ?
+            WHERE id = ?""",
+            (
+                content,
+                codec.vector_blob(memory.embedding),
+                memory.embedding_model,
+                status,
+                memory.error,
+                to_us(now),
+                memory.id,
+            ),
+        )
+
+    async def set_memory_status(
+        self, memory_id: str, status: MemoryStatus, *, error: str | None = None
+    ) -> None:
+        await self._write(
+            f"setting the status of memory {memory_id}",
+            "UPDATE memories SET status = ?, error = ?, updated_at = ? WHERE id = ?",
+            (str(status), error, to_us(utcnow()), memory_id),
+        )
+
+    async def get_memories(
+        self,
+        *,
+        agent_id: str,
+        room_id: str | None = None,
+        entity_id: str | None = None,
+        kinds: Sequence[MemoryKind] | None = None,
+        statuses: Sequence[MemoryStatus] | None = None,
+        before: datetime | None = None,
+        limit: int = 50,
+        embeddings: bool = True,
+    ) -> list[Memory]:
+        where, params = codec.memory_filters(agent_id, room_id, entity_id, kinds, statuses)
+        if before is not None:
+            where.append("created_at < ?")
+            params.append(to_us(before))
+        columns = codec.MEMORY_COLUMNS if embeddings else codec.MEMORY_COLUMNS_NO_VECTOR
+        rows = await self._fetch(
+            "reading memories",
+            f"SELECT {columns} FROM memories WHERE {' AND '.join(where)} "
+            "ORDER BY created_at DESC, rowid DESC LIMIT ?",
+            [*params, max(limit, 0)],
+        )
+        return [codec.memory_from_row(row) for row in rows]
+
+    async def count_memories(
+        self,
+        *,
+        agent_id: str,
+        room_id: str | None = None,
+        kinds: Sequence[MemoryKind] | None = None,
+        since: datetime | None = None,
+        entity_id: str | None = None,
+    ) -> int:
+        where, params = codec.memory_filters(agent_id, room_id, entity_id, kinds, since=since)
+        rows = await self._fetch(
+            "counting memories",
+            f"SELECT COUNT(*) FROM memories WHERE {' AND '.join(where)}",
+            params,
+        )
+        return int(rows[0][0])
+
+    async def delete_memory(self, memory_id: str) -> bool:
+        changed = await self._write(
+            f"deleting memory {memory_id}", "DELETE FROM memories WHERE id = ?", (memory_id,)
+        )
+        return changed > 0
+
+    async def delete_memories(
+        self,
+        *,
+        agent_id: str,
+        room_id: str | None = None,
+        entity_id: str | None = None,
+        kinds: Sequence[MemoryKind] | None = None,
+    ) -> int:
+        where, params = codec.memory_filters(agent_id, room_id, entity_id, kinds)
+        return await self._write(
+            "deleting memories", f"DELETE FROM memories WHERE {' AND '.join(where)}", params
+        )
+
+    # -- re-embedding ------------------------------------------------------------------------
+    async def count_stale_embeddings(
+        self, *, embedding_model: str, agent_id: str | None = None
+    ) -> int:
+        where, params = codec.stale_filter(embedding_model, agent_id)
+        rows = await self._fetch(
+            "counting stale embeddings", f"SELECT count(*) FROM memories WHERE {where}", params
+        )
+        return int(rows[0][0])
+
+    async def stale_embeddings(
+        self, *, embedding_model: str, agent_id: str | None = None, limit: int = 256
+    ) -> list[Memory]:
+        where, params = codec.stale_filter(embedding_model, agent_id)
+        rows = await self._fetch(
+            "reading stale embeddings",
+            f"SELECT {codec.MEMORY_COLUMNS} FROM memories WHERE {where} ORDER BY seq LIMIT ?",
+            [*params, max(limit, 0)],
+        )
+        return [codec.memory_from_row(row) for row in rows]
