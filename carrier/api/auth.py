@@ -199,9 +199,12 @@ def _too_many(wait: float, why: str) -> ApiError:
 
 
 async def principal(request: Request, _: Any = Depends(bearer_scheme)) -> Principal:
-    """Dependency: the authenticated caller (any valid token)."""
+    """Dependency: the authenticated caller (any valid token). Kept on ``request.state`` for the
+    audit middleware, which records who made each state-changing call."""
     auth: Authenticator = request.app.state.auth
-    return await auth.authenticate(request)
+    who = await auth.authenticate(request)
+    request.state.principal = who
+    return who
 
 
 async def admin_only(who: Principal = Depends(principal)) -> Principal:
