@@ -1,0 +1,230 @@
+"""The SQLite store's vector index kept in step with the file, through its change log.
+
+The in-memory :class:`~carrier.memory.index.VectorIndex` loads an agent's vectors from the file
+in pages, then learns of every later change from ``memory_changes``, a log that triggers write
+(see :mod:`carrier.memory._sqlite_schema`) for this process's writes and other processes' alike.
+Before each search the store applies the entries it has not seen; it reads the log only when
+``PRAGMA data_version`` on a read-only connection of its own says some connection committed
+since (a few microseconds on the event loop's thread, no hand-off to the connection's thread).
+A process too far behind (the log pruned past it, or too many changes to replay) reloads the
+agents concerned instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sqlite3
+from collections import defaultdict
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import aiosqlite
+
+from carrier.memory import _sqlite_codec as codec
+from carrier.memory._sqlite_conn import SQLiteConnection
+from carrier.memory.index import Shard, VectorIndex, VectorRows
+
+__all__ = ["ChangeWatch"]
+
+logger = logging.getLogger("carrier.memory.sqlite")
+
+_LOAD_PAGE = 10_000
+"""Vectors read per statement while loading the index."""
+_SYNC_LIMIT = 20_000
+"""More pending changes than this and the index reloads instead of replaying them."""
+_KEEP_CHANGES = 100_000
+_PRUNE_EVERY = 10_000
+"""The change log keeps the last ``_KEEP_CHANGES`` entries (a process further behind reloads),
+pruned about every ``_PRUNE_EVERY`` changes."""
+
+
+class ChangeWatch(SQLiteConnection):
+    """The store's vector index, its loads from the file and the change log that keeps it in
+    step (a part of :class:`~carrier.memory.sqlite.SQLiteStore`)."""
+
+    def __init__(self, *, path: str | Path, vector_index: bool = True) -> None:
+        super().__init__(path=path)
+        self._sync_lock = asyncio.Lock()
+        self._cursor = 0
+        """The last ``memory_changes`` entry applied to the vector index."""
+        self._watch: sqlite3.Connection | None = None
+        """A read-only connection used on the event loop's thread for ``PRAGMA data_version``
+        alone (a few microseconds, no hand-off to the connection's thread): see
+        :meth:`_data_version`."""
+        self._synced_version: int | None = None
+        """The data version seen when the change log was last read in full."""
+        self.vectors: VectorIndex | None = None
+        """The in-memory vector index searches use (None: ``vector_index=False``, every search
+        reads its candidates from the database)."""
+        if vector_index:
+            directory = None
+            if isinstance(self.path, Path):
+                directory = self.path.with_name(self.path.name + ".vectors")
+            self.vectors = VectorIndex(
+                load=self._load_vectors, count=self._count_vectors, directory=directory
+            )
+
+    async def _start_watch(self, db: aiosqlite.Connection) -> None:
+        """Start where the change log ends, prune it, open the watch connection; called by
+        ``open()`` with the new connection, under the lock it holds."""
+        rows = await self._fetch(
+            "reading the change log", "SELECT coalesce(max(n), 0) FROM memory_changes"
+        )
+        self._cursor = int(rows[0][0])
+        # A process that only writes never prunes while searching: prune on open too (under
+        # the lock open() holds already).
+        with self._errors("pruning the change log"):
+            await db.execute(
+                "DELETE FROM memory_changes WHERE n <= ?", (self._cursor - _KEEP_CHANGES,)
+            )
+        self._watch = self._open_watch()
+
+    def _open_watch(self) -> sqlite3.Connection | None:
+        if not isinstance(self.path, Path):
+            return None  # an in-memory database is this connection's alone
+        try:
+            # No busy wait: a check that cannot run at once reads the change log instead.
+            return sqlite3.connect(
+                self.path.absolute().as_uri() + "?mode=ro",
+                uri=True,
+                timeout=0,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+        except (sqlite3.Error, ValueError) as exc:
+            logger.info("SQLite store %s: every search reads the change log (%s)", self.path, exc)
+            return None
+
+    async def _stop_watch(self) -> None:
+        """Close the vector index (it saves what changed) and the watch connection; called by
+        ``close()`` before the connection closes."""
+        if self.vectors is not None and self._db is not None:
+            await self.vectors.close()
+        watch, self._watch, self._synced_version = self._watch, None, None
+        if watch is not None:
+            watch.close()
+
+    async def prepare_search(self, *, agent_id: str, embedding_model: str, dim: int) -> None:
+        if self.vectors is not None:
+            await self._sync_vectors()
+            await self.vectors.prepare(agent_id, embedding_model, dim)
+
+    async def _count_vectors(self, agent_id: str, model: str, dim: int, shard: Shard) -> int:
+        held, kinds = codec.shard_condition(shard)
+        rows = await self._fetch(
+            "counting vectors",
+            f"SELECT count(*) FROM memories WHERE agent_id = ? AND {held}",
+            (agent_id, model, *kinds),
+        )
+        return int(rows[0][0])
+
+    async def _load_vectors(
+        self, agent_id: str, model: str, dim: int, shard: Shard
+    ) -> AsyncIterator[VectorRows]:
+        """The agent's ``model`` vectors of the shard's kinds in pages, in insertion order;
+        statements of other callers run between pages."""
+        held, kinds = codec.shard_condition(shard)
+        last = -1
+        while True:
+            rows = await self._fetch(
+                "loading vectors",
+                f"""SELECT seq, id, room_id, entity_id, kind, created_at, embedding FROM memories
+                WHERE agent_id = ? AND {held} AND length(embedding) = ? AND seq > ?
+                ORDER BY seq LIMIT ?""",
+                (agent_id, model, *kinds, dim * 4, last, _LOAD_PAGE),
+            )
+            if not rows:
+                return
+            yield codec.vector_rows(rows, dim)
+            last = rows[-1][0]
+
+    async def _sync_vectors(self) -> None:
+        """Apply the change log (this process's writes and other processes') to the index;
+        nothing to do when no connection committed anything since it was last read."""
+        assert self.vectors is not None
+        async with self._sync_lock:
+            # Read before the change log: a commit after this point changes the version again.
+            version = self._data_version()
+            if version is not None and version == self._synced_version:
+                return
+            await self._read_changes()
+            self._synced_version = version
+
+    def _data_version(self) -> int | None:
+        """``PRAGMA data_version`` of the read-only watch connection, which changes whenever any
+        connection commits (this store's own included, as the watch is another connection);
+        None when unknown."""
+        if self._watch is None:
+            return None
+        try:
+            return int(self._watch.execute("PRAGMA data_version").fetchone()[0])
+        except sqlite3.Error:
+            return None
+
+    async def _read_changes(self) -> None:
+        """Apply the change log past the cursor (or reset the index where it is too far behind)."""
+        assert self.vectors is not None
+        changes = await self._fetch(
+            "reading the change log",
+            "SELECT n, agent_id, memory_id FROM memory_changes WHERE n > ? ORDER BY n LIMIT ?",
+            (self._cursor, _SYNC_LIMIT + 1),
+        )
+        if not changes:
+            return
+        start = self._cursor
+        gap = start and changes[0][0] > start + 1  # pruned before this process read it
+        self._cursor = int(changes[-1][0])
+        if gap or len(changes) > _SYNC_LIMIT:
+            # Too many to replay one by one: the agents concerned reload on their next search.
+            rows = await self._fetch(
+                "reading the change log",
+                "SELECT coalesce(max(n), 0) FROM memory_changes",
+            )
+            self._cursor = int(rows[0][0])
+            if gap:
+                self.vectors.reset()
+                return
+            agents = await self._fetch(
+                "reading the change log",
+                "SELECT DISTINCT agent_id FROM memory_changes WHERE n > ? AND n <= ?",
+                (start, self._cursor),
+            )
+            for row in agents:
+                self.vectors.reset(row[0])
+            return
+        loaded = self.vectors.agents
+        wanted = {row[2]: row[1] for row in changes if row[1] in loaded}
+        if wanted:
+            await self._apply_changes(wanted)
+        if self._cursor % _PRUNE_EVERY < len(changes):
+            await self._write(
+                "pruning the change log",
+                "DELETE FROM memory_changes WHERE n <= ?",
+                (self._cursor - _KEEP_CHANGES,),
+            )
+
+    async def _apply_changes(self, agents_by_id: dict[str, str]) -> None:
+        assert self.vectors is not None
+        rows = await self._fetch(
+            "reading changed vectors",
+            """SELECT seq, id, room_id, entity_id, kind, created_at, embedding, embedding_model,
+                agent_id
+            FROM memories WHERE id IN (SELECT value FROM json_each(?))""",
+            (json.dumps(list(agents_by_id)),),
+        )
+        groups: dict[tuple[str, str, int], list[sqlite3.Row]] = defaultdict(list)
+        for row in rows:
+            if row["embedding"] is not None and row["embedding_model"] is not None:
+                dim = len(row["embedding"]) // 4
+                groups[(row["agent_id"], row["embedding_model"], dim)].append(row)
+        for (agent_id, model, dim), group in groups.items():
+            self.vectors.upsert(agent_id, model, codec.vector_rows(group, dim))
+        present = {row["id"] for row in rows if row["embedding"] is not None}
+        gone: dict[str, list[str]] = defaultdict(list)
+        for memory_id, agent_id in agents_by_id.items():
+            if memory_id not in present:
+                gone[agent_id].append(memory_id)
+        for agent_id, ids in gone.items():
+            self.vectors.remove(ids, agent_id=agent_id)

@@ -1,0 +1,135 @@
+"""Search in the SQLite store: the three steps of a ranked search, by vector and by text.
+
+:class:`~carrier.memory._ranked.RankedSearch` asks for the nearest vectors (from the in-memory
+index once it is loaded and brought up to date from the change log; until then by scoring the
+matching vectors read from the file), the memories best matching a text (an FTS5 table that
+triggers keep in step, searched for the query's rarest words), and the memories of a ranked list.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from pathlib import Path
+
+from carrier.memory import _sqlite_codec as codec
+from carrier.memory._ranked import MemoryQuery, RankedSearch, search_index
+from carrier.memory._sqlite_changes import ChangeWatch
+from carrier.memory.hybrid import folded, fts5_match, query_terms, rarest_terms
+from carrier.memory.vector import cosine_top_k, from_blobs
+from carrier.types import ScoredMemory
+
+__all__ = ["SQLiteSearch"]
+
+_DOC_COUNT_TTL_S = 300.0
+_DOC_COUNT_CACHE = 50_000
+"""Words whose memory counts are kept (for :meth:`SQLiteSearch._doc_counts`), and for how long."""
+
+
+class SQLiteSearch(RankedSearch, ChangeWatch):
+    """``search_memories`` and ``search_hybrid`` over the SQLite file (a part of
+    :class:`~carrier.memory.sqlite.SQLiteStore`)."""
+
+    def __init__(self, *, path: str | Path, vector_index: bool = True) -> None:
+        super().__init__(path=path, vector_index=vector_index)
+        self._doc_count_cache: OrderedDict[str, tuple[int, float]] = OrderedDict()
+        """Word → (memories holding it, when read), for :meth:`_doc_counts`."""
+
+    async def _vector_hits(
+        self, query: MemoryQuery, embedding: Sequence[float], embedding_model: str, k: int
+    ) -> list[tuple[str, float]]:
+        """From the vector index when it is loaded, else from the vectors in the database."""
+        if self.vectors is not None:
+            await self._sync_vectors()
+            found = await search_index(self.vectors, query, embedding, embedding_model, k)
+            if found is not None:
+                return found
+        # Not loaded yet (or no index): score the matching vectors read from the database.
+        dim = len(embedding)
+        where, params = codec.query_filters(query)
+        # Same model, same dimension: vectors of different models never meet.
+        where += ["embedding_model = ?", "length(embedding) = ?"]
+        params += [embedding_model, dim * 4]
+        candidates = await self._fetch(
+            "searching memories",
+            f"SELECT id, embedding FROM memories WHERE {' AND '.join(where)}",
+            params,
+        )
+        if not candidates:
+            return []
+        matrix = from_blobs((row["embedding"] for row in candidates), dim)
+        indices, scores = cosine_top_k(embedding, matrix, k)
+        return [
+            (candidates[int(i)]["id"], float(score))
+            for i, score in zip(indices, scores, strict=True)
+        ]
+
+    async def _scored(
+        self, hits: Sequence[tuple[str, float]], *, embeddings: bool = True
+    ) -> list[ScoredMemory]:
+        if not hits:
+            return []
+        columns = codec.MEMORY_COLUMNS if embeddings else codec.MEMORY_COLUMNS_NO_VECTOR
+        rows = await self._fetch(
+            "reading search results",
+            f"SELECT {columns} FROM memories WHERE id IN (SELECT value FROM json_each(?))",
+            (json.dumps([memory_id for memory_id, _ in hits]),),
+        )
+        by_id = {row["id"]: codec.memory_from_row(row) for row in rows}
+        return [
+            ScoredMemory(memory=by_id[memory_id], score=score)
+            for memory_id, score in hits
+            if memory_id in by_id
+        ]
+
+    async def _text_hits(self, query: MemoryQuery, text: str, limit: int) -> list[str]:
+        """By FTS5 bm25, over the query's rarest words (see :func:`rarest_terms`)."""
+        terms = query_terms(text)
+        if not terms:
+            return []
+        keys = {folded(term): term for term in terms}
+        counts = await self._doc_counts(list(keys))
+        match = fts5_match(rarest_terms({keys[key]: counts[key] for key in keys}))
+        if match is None:
+            return []
+        where, params = codec.query_filters(query, table="m.")
+        rows = await self._fetch(
+            "searching memories by text",
+            f"""SELECT m.id FROM memories_fts JOIN memories AS m ON m.seq = memories_fts.rowid
+            WHERE memories_fts MATCH ? AND {" AND ".join(where)}
+            ORDER BY bm25(memories_fts) LIMIT ?""",
+            [match, *params, limit],
+        )
+        return [row[0] for row in rows]
+
+    async def _doc_counts(self, terms: list[str]) -> dict[str, int]:
+        """In how many memories each (folded) term occurs. Looking a word up in FTS5's
+        vocabulary costs ~0.6 ms, so counts are kept a while: they change slowly, and only
+        choose which words a search looks for."""
+        now = time.monotonic()
+        counts: dict[str, int] = {}
+        missing = []
+        for term in terms:
+            known = self._doc_count_cache.get(term)
+            if known is not None and now - known[1] < _DOC_COUNT_TTL_S:
+                counts[term] = known[0]
+            else:
+                missing.append(term)
+        if missing:
+            rows = await self._fetch(
+                "reading the full-text vocabulary",
+                f"SELECT term, doc FROM memories_vocab WHERE term IN "
+                f"({', '.join('?' * len(missing))})",
+                missing,
+            )
+            found = {row[0]: int(row[1]) for row in rows}
+            for term in missing:
+                counts[term] = found.get(term, 0)
+                if counts[term]:  # a word not seen yet may arrive any moment: asked again
+                    self._doc_count_cache[term] = (counts[term], now)
+                    self._doc_count_cache.move_to_end(term)
+            while len(self._doc_count_cache) > _DOC_COUNT_CACHE:
+                self._doc_count_cache.popitem(last=False)
+        return counts
