@@ -163,4 +163,9 @@ class SQLiteThread:
                     f"INSERT INTO {table} (version, applied_at) VALUES (?, ?)",
                     (version, self._stamp()),
                 )
-                logger.info("job tables in %s migrated to version %d", self.path, version)
+        if current == 0:
+            logger.info("job tables in %s created at version %d", self.path, latest)
+        elif current < latest:
+            logger.info(
+                "job tables in %s migrated from version %d to %d", self.path, current, latest
+            )

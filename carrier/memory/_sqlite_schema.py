@@ -216,8 +216,16 @@ async def migrate(db: aiosqlite.Connection, path: str | Path) -> None:
                 "INSERT INTO schema_version (version, applied_at) VALUES (?, ?)",
                 (version, utcnow().isoformat()),
             )
-            logger.info("SQLite store %s migrated to schema version %d", path, version)
         await db.execute("COMMIT")
+        if current == 0:
+            logger.info("SQLite store %s created at schema version %d", path, SCHEMA_VERSION)
+        elif current < SCHEMA_VERSION:
+            logger.info(
+                "SQLite store %s migrated from schema version %d to %d",
+                path,
+                current,
+                SCHEMA_VERSION,
+            )
     except BaseException:
         if db.in_transaction:
             await db.execute("ROLLBACK")

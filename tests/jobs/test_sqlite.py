@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 from contextlib import closing
 from pathlib import Path
@@ -10,6 +11,7 @@ import pytest
 
 from carrier.errors import StoreError
 from carrier.jobs import ManualClock, SQLiteJobStore
+from carrier.jobs._sqlite import SQLiteThread
 from carrier.jobs.sqlite import JOBS_SCHEMA_VERSION
 from carrier.memory.sqlite import SQLiteStore
 from carrier.types import AgentRecord
@@ -38,6 +40,37 @@ async def test_refuses_a_newer_schema(tmp_path: Path, clock: ManualClock) -> Non
     with pytest.raises(StoreError, match="newer than this Carrier supports"):
         async with SQLiteJobStore(path=path, clock=clock):
             pass
+
+
+async def test_migrations_are_logged_in_one_line(
+    tmp_path: Path, clock: ManualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="carrier.jobs.sqlite")
+    path = tmp_path / "carrier.db"
+
+    def said() -> list[str]:
+        lines = [r.getMessage() for r in caplog.records if r.name == "carrier.jobs.sqlite"]
+        caplog.clear()
+        return lines
+
+    async with SQLiteJobStore(path=path, clock=clock):
+        pass
+    assert said() == [f"job tables in {path} created at version {JOBS_SCHEMA_VERSION}"]
+    async with SQLiteJobStore(path=path, clock=clock):
+        pass
+    assert said() == []
+
+    steps = [("CREATE TABLE t1 (x INTEGER)",)]
+    for more in (steps, [*steps, ("CREATE TABLE t2 (x)",), ("CREATE TABLE t3 (x)",)]):
+        thread = SQLiteThread(
+            path=path, version_table="t_version", migrations=more, stamp=lambda: "now"
+        )
+        await thread.open()
+        await thread.close()
+    assert said() == [
+        f"job tables in {path} created at version 1",
+        f"job tables in {path} migrated from version 1 to 3",
+    ]
 
 
 async def test_unopened_store_says_how_to_open_it(tmp_path: Path) -> None:

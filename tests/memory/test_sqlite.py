@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import sqlite3
 from contextlib import closing
 from datetime import UTC, datetime
@@ -105,6 +106,33 @@ async def test_sqlite_applies_new_migrations_to_an_old_file(
     async with SQLiteStore(path=path) as store:
         assert await store.schema_version() == SCHEMA_VERSION + 1
     assert "later" in _tables(path)
+
+
+async def test_sqlite_logs_one_line_for_the_whole_migration(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="carrier.memory.sqlite")
+    path = tmp_path / "carrier.db"
+
+    def said() -> list[str]:
+        lines = [r.getMessage() for r in caplog.records if "schema version" in r.getMessage()]
+        caplog.clear()
+        return lines
+
+    async with SQLiteStore(path=path):
+        pass
+    assert said() == [f"SQLite store {path} created at schema version {SCHEMA_VERSION}"]
+    async with SQLiteStore(path=path):
+        pass
+    assert said() == []  # nothing to apply, nothing said
+    steps = (("CREATE TABLE later (x INTEGER)",), ("CREATE TABLE later_still (x INTEGER)",))
+    monkeypatch.setattr(schema_module, "MIGRATIONS", (*schema_module.MIGRATIONS, *steps))
+    monkeypatch.setattr(schema_module, "SCHEMA_VERSION", SCHEMA_VERSION + 2)
+    async with SQLiteStore(path=path):
+        pass
+    assert said() == [
+        f"SQLite store {path} migrated from schema version {SCHEMA_VERSION} to {SCHEMA_VERSION + 2}"
+    ]
 
 
 async def test_sqlite_failed_migration_changes_nothing(
