@@ -48,6 +48,8 @@ def parse_character(data: object, *, source: str | None = None) -> Character:
         raise CharacterError(source, [Problem("", what)])
     problems: list[Problem] = []
     if card_version(data) is not None:
+        if problems := find_secret_problems(data):  # paths in the card's own spelling
+            raise CharacterError(source, in_file_order(problems, data))
         data, problems = card_to_character_data(data)
         if problems:
             raise CharacterError(source, problems)
