@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Literal
 
 from starlette.datastructures import UploadFile
@@ -61,9 +62,9 @@ async def character_from_request(request: Request) -> Character:
         return await _from_upload(upload)
     body = await request.body()
     if kind == "application/json" or kind.endswith("+json"):
-        return load_character_text(_text(body, None), fmt="json")
+        return await asyncio.to_thread(load_character_text, _text(body, None), fmt="json")
     if kind in _YAML:
-        return load_character_text(_text(body, None), fmt="yaml")
+        return await asyncio.to_thread(load_character_text, _text(body, None), fmt="yaml")
     raise ApiError(
         415,
         "unsupported_media_type",
@@ -75,6 +76,12 @@ async def character_from_request(request: Request) -> Character:
 async def _from_upload(upload: UploadFile) -> Character:
     name = clean_name(upload.filename)
     raw = await upload.read()
+    # Decoding a card (inflating its text, parsing and checking the character) is CPU work on
+    # a stranger's bytes: done in a thread, so one hostile upload cannot stall other requests.
+    return await asyncio.to_thread(_parse_upload, raw, name)
+
+
+def _parse_upload(raw: bytes, name: str) -> Character:
     suffix = name.rsplit(".", 1)[-1].lower() if "." in name else ""
     if suffix == "png" or raw.startswith(b"\x89PNG"):
         try:

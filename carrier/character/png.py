@@ -29,7 +29,14 @@ __all__ = [
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 CARD_CHUNKS = ("ccv3", "chara")
 """Text chunk keywords that carry a card, preferred first."""
-_MAX_TEXT = 64 * 1024 * 1024
+MAX_CHUNK_TEXT = 4 * 1024 * 1024
+"""Most bytes one card text chunk may hold, as stored and once inflated (a large card with a
+lorebook is well under 2 MiB of base64)."""
+MAX_CARD_TEXT = 6 * 1024 * 1024
+"""Most bytes all the card text chunks of one PNG may hold together, once inflated."""
+MAX_CHUNKS = 100_000
+"""Most chunks a PNG may have (an encoder writes a few dozen to a few thousand)."""
+_TEXT_KINDS = (b"tEXt", b"zTXt", b"iTXt")
 
 
 class PngCardError(ValueError):
@@ -41,55 +48,99 @@ class PngCardError(ValueError):
 
 
 def read_card_chunks(data: bytes) -> dict[str, str]:
-    """The card text chunks (``chara``, ``ccv3``) of PNG ``data``, keyword → base64 text."""
+    """The card text chunks (``chara``, ``ccv3``) of PNG ``data``, keyword → base64 text.
+
+    Hostile files are bounded: a card chunk may hold at most :data:`MAX_CHUNK_TEXT` bytes,
+    stored or inflated (compressed text is inflated with a limit, so a zlib bomb stops there),
+    all card chunks together :data:`MAX_CARD_TEXT`; the first chunk of each keyword is the one
+    read, later ones are never inflated; other chunks (the image itself) are skipped unread.
+    CPU-bound on large files: call it off the event loop (``asyncio.to_thread``)."""
     if not data.startswith(PNG_SIGNATURE):
         raise PngCardError(Problem("", "not a PNG file (bad signature)"))
+    view = memoryview(data)
     chunks: dict[str, str] = {}
-    pos = len(PNG_SIGNATURE)
+    budget = MAX_CARD_TEXT
+    pos, count = len(PNG_SIGNATURE), 0
     while pos + 8 <= len(data):
-        length, kind = struct.unpack(">I4s", data[pos : pos + 8])
-        body = data[pos + 8 : pos + 8 + length]
-        if len(body) < length:
+        length, kind = struct.unpack(">I4s", view[pos : pos + 8])
+        count += 1
+        if count > MAX_CHUNKS:
+            raise PngCardError(
+                Problem(
+                    "", f"not a card PNG: more than {MAX_CHUNKS:,} chunks (a PNG has far fewer)"
+                )
+            )
+        if pos + 8 + length > len(data):
             raise PngCardError(
                 Problem("", f"truncated PNG: chunk {kind!r} at byte {pos} is cut off")
             )
-        pos += 12 + length
         if kind == b"IEND":
             break
-        text = _text_chunk(kind, body)
-        if text is not None and text[0] in CARD_CHUNKS and text[0] not in chunks:
-            chunks[text[0]] = text[1]
+        if kind in _TEXT_KINDS:
+            found = _text_chunk(kind, view[pos + 8 : pos + 8 + length], pos, chunks, budget)
+            if found is not None:
+                chunks[found[0]] = found[1]
+                budget -= len(found[1])
+        pos += 12 + length
     return chunks
 
 
-def _text_chunk(kind: bytes, body: bytes) -> tuple[str, str] | None:
-    if kind not in (b"tEXt", b"zTXt", b"iTXt"):
-        return None
-    keyword, sep, rest = body.partition(b"\x00")
-    if not sep:
-        return None
+def _text_chunk(
+    kind: bytes, body: memoryview, pos: int, seen: dict[str, str], budget: int
+) -> tuple[str, str] | None:
+    """A card text chunk's keyword and text; None for any other text chunk or a repeated one."""
+    keyword = bytes(body[:80]).partition(b"\x00")[0]  # PNG keywords are 1-79 bytes
     key = keyword.decode("latin-1")
-    if key not in CARD_CHUNKS:
+    if key not in CARD_CHUNKS or key in seen or len(body) <= len(keyword):
         return None
+    where = f"the `{key}` {kind.decode()} chunk at byte {pos}"
+    if len(body) > MAX_CHUNK_TEXT:
+        raise PngCardError(
+            Problem("", f"{where} holds {len(body):,} bytes; a card chunk is at most {_mib()}")
+        )
+    limit = min(MAX_CHUNK_TEXT, budget)
+    rest = bytes(body[len(keyword) + 1 :])
     try:
         if kind == b"tEXt":
-            return key, rest.decode("latin-1")
-        if kind == b"zTXt":
-            return key, _inflate(rest[1:]).decode("latin-1")
-        compressed, _method = rest[0], rest[1]
-        _lang, _, rest = rest[2:].partition(b"\x00")
-        _translated, _, text = rest.partition(b"\x00")
-        return key, (_inflate(text) if compressed else text).decode("utf-8")
-    except (IndexError, zlib.error, UnicodeDecodeError, ValueError) as exc:
-        raise PngCardError(Problem("", f"the {key!r} text chunk is damaged: {exc}")) from None
+            text = rest
+        elif kind == b"zTXt":
+            text = _inflate(rest[1:], limit, where)
+        else:
+            compressed = rest[0]
+            _lang, _, after = rest[2:].partition(b"\x00")
+            _translated, _, raw = after.partition(b"\x00")
+            text = _inflate(raw, limit, where) if compressed else raw
+        if len(text) > limit:
+            raise PngCardError(Problem("", _too_big(where, limit)))
+        return key, text.decode("utf-8" if kind == b"iTXt" else "latin-1")
+    except (IndexError, zlib.error, UnicodeDecodeError) as exc:
+        raise PngCardError(Problem("", f"{where} is damaged: {exc}")) from None
 
 
-def _inflate(data: bytes) -> bytes:
+def _inflate(data: bytes, limit: int, where: str) -> bytes:
+    """Inflate at most ``limit`` bytes: a bomb is refused after producing that much, never
+    inflated whole."""
     inflater = zlib.decompressobj()
-    out = inflater.decompress(data, _MAX_TEXT)
-    if inflater.unconsumed_tail:
-        raise ValueError("compressed text is larger than 64 MiB")
+    out = inflater.decompress(data, limit + 1)
+    if len(out) > limit or inflater.unconsumed_tail:
+        raise PngCardError(Problem("", _too_big(where, limit)))
     return out
+
+
+def _too_big(where: str, limit: int) -> str:
+    if limit < MAX_CHUNK_TEXT:
+        return (
+            f"{where} would take the card text past {_mib(MAX_CARD_TEXT)} in all; "
+            "a PNG with this much text is not a card (or is a compression bomb)"
+        )
+    return (
+        f"{where} inflates to more than {_mib()}, the most a card chunk may hold "
+        "(a compression bomb, or not a card)"
+    )
+
+
+def _mib(size: int = MAX_CHUNK_TEXT) -> str:
+    return f"{size // (1024 * 1024)} MiB"
 
 
 def card_from_png(data: bytes) -> dict[str, Any]:
