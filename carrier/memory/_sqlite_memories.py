@@ -152,8 +152,9 @@ class Memories(SQLiteConnection):
         room_id: str | None = None,
         entity_id: str | None = None,
         kinds: Sequence[MemoryKind] | None = None,
+        before: datetime | None = None,
     ) -> int:
-        where, params = codec.memory_filters(agent_id, room_id, entity_id, kinds)
+        where, params = codec.memory_filters(agent_id, room_id, entity_id, kinds, before=before)
         return await self._write(
             "deleting memories", f"DELETE FROM memories WHERE {' AND '.join(where)}", params
         )

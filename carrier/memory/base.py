@@ -302,8 +302,10 @@ class Store(ABC):
         room_id: str | None = None,
         entity_id: str | None = None,
         kinds: Sequence[MemoryKind] | None = None,
+        before: datetime | None = None,
     ) -> int:
-        """Delete matching memories; returns how many."""
+        """Delete matching memories; returns how many. ``before`` (exclusive) bounds
+        ``created_at``: the retention job deletes what is older than a policy's days."""
 
     # -- settings (small key/value documents) ----------------------------------------------
     @abstractmethod

@@ -669,8 +669,9 @@ class MongoStore(RankedSearch, Store):
         room_id: str | None = None,
         entity_id: str | None = None,
         kinds: Sequence[MemoryKind] | None = None,
+        before: datetime | None = None,
     ) -> int:
-        query = codec.memory_filter(agent_id, room_id, entity_id, kinds)
+        query = codec.memory_filter(agent_id, room_id, entity_id, kinds, before=before)
         if query is None:
             return 0
         col = self._col("memories")
@@ -684,7 +685,10 @@ class MongoStore(RankedSearch, Store):
             )
             result = await col.delete_many(query)
         await self._log_change(agent_id, ids=ids)
-        if self.vectors is not None:
+        if self.vectors is not None and before is not None:
+            # The index keeps no times: the ids listed above are what went.
+            self.vectors.remove(ids, agent_id=agent_id)
+        elif self.vectors is not None:
             self.vectors.remove_matching(
                 agent_id,
                 VectorFilter(

@@ -513,6 +513,34 @@ async def test_store_delete_memories_by_filter(store: Store) -> None:
     assert await store.count_memories(agent_id=OTHER_AGENT) == 1
 
 
+async def test_store_delete_memories_before_a_time(store: Store) -> None:
+    """``before`` is exclusive to the microsecond and combines with the other filters; what is
+    deleted is gone from searches too (the retention job relies on both)."""
+    for i, kind in enumerate([MemoryKind.MESSAGE, MemoryKind.MESSAGE, MemoryKind.FACT]):
+        await store.add_memory(
+            make_memory(f"old{i}", seconds=i, kind=kind, embedding=[1.0, 0.1 * i, 0.0])
+        )
+    await store.add_memory(make_memory("new", seconds=10, embedding=[1.0, 0.0, 0.0]))
+    await store.add_memory(make_memory("other agent", seconds=0, agent_id=OTHER_AGENT))
+    hits = await store.search_memories(
+        agent_id=AGENT, embedding=[1.0, 0.0, 0.0], embedding_model=MODEL, k=10
+    )
+    assert len(hits) == 4  # the index (if any) holds them all before the delete
+
+    deleted = await store.delete_memories(
+        agent_id=AGENT, kinds=[MemoryKind.MESSAGE], before=make_memory(seconds=1).created_at
+    )
+    assert deleted == 1
+    assert texts(await store.get_memories(agent_id=AGENT)) == ["new", "old2", "old1"]
+    assert await store.delete_memories(agent_id=AGENT, before=at(1.000001)) == 1  # old1 only
+    assert texts(await store.get_memories(agent_id=AGENT)) == ["new", "old2"]
+    hits = await store.search_memories(
+        agent_id=AGENT, embedding=[1.0, 0.0, 0.0], embedding_model=MODEL, k=10
+    )
+    assert sorted(h.memory.content.text for h in hits) == ["new", "old2"]
+    assert await store.count_memories(agent_id=OTHER_AGENT) == 1
+
+
 # -- search ------------------------------------------------------------------------------------
 
 
