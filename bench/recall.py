@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _recall_corpus as corpus
 
-from carrier.memory.index import Shard, VectorFilter, VectorIndex, VectorRows, VectorSet, manager
+from carrier.memory.index import Shard, VectorFilter, VectorIndex, VectorRows, VectorSet, _entry
 
 MODEL = "all-MiniLM-L6-v2"
 MODEL_ID = f"{MODEL}:384"
@@ -191,7 +191,7 @@ async def bench_index(
         if any(s["ann"] for s in sets):
             graphs = sum(int(str(s["ann_bytes"])) for s in sets)
             print(
-                f"ANN build ({type(ann).__name__}, {manager.build_threads()} thread(s)): "
+                f"ANN build ({type(ann).__name__}, {_entry.build_threads()} thread(s)): "
                 f"{build_s:.1f} s for the sets of {index.ann_rows}+ rows, "
                 f"{graphs / 2**20:.0f} MB (RSS +{rss2 - rss1:.0f} MB)"
             )
@@ -291,7 +291,7 @@ async def bench_index(
 def bench_libs(vectors: np.ndarray, queries: np.ndarray, libs: list[str]) -> None:
     n, dim = vectors.shape
     truth = [set(np.argpartition(-(vectors @ q), K)[:K].tolist()) for q in queries]
-    threads = manager.build_threads()
+    threads = _entry.build_threads()
     print(f"  raw libraries (build threads {threads}, search 1 thread, M=16, ef_construction=128):")
     for lib in libs:
         t = time.perf_counter()
@@ -424,8 +424,8 @@ async def main() -> None:
     parser.add_argument("--index-dir", type=Path, help="keep saved ANN indexes here between runs")
     parser.add_argument("--build-threads", type=int, help="ANN build threads (default: cores - 1)")
     args = parser.parse_args()
-    if args.build_threads:
-        manager.build_threads = lambda: args.build_threads
+    if args.build_threads:  # looked up where VectorIndex adds rows to its ANN graphs
+        _entry.build_threads = lambda: args.build_threads
     sizes = [int(s) for s in args.sizes.split(",")]
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()}")
     for n in sizes:
