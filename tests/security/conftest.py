@@ -15,3 +15,9 @@ from tests.api.conftest import (  # noqa: F401 - fixtures
     store,
 )
 from tests.clients.discord.conftest import harness  # noqa: F401 - fixture
+from tests.security.audit_support import (  # noqa: F401 - fixtures
+    audit,
+    audit_factory,
+    mongo_compatible_server,
+    mongo_real_server,
+)

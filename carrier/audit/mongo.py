@@ -1,0 +1,206 @@
+"""MongoAuditLog: the audit log as a collection of the MongoDB database the store uses.
+
+It may share the memory store's and the job store's database (one ``CARRIER_MONGODB_URI``): its
+collection (``audit``) is its own, and its schema version is its own document in the shared
+``meta`` collection (``{_id: "audit_schema", version: N}``), as the SQLite log keeps its own
+version table in a shared file. A document holds the indexed fields (``at_us``, ``kind``,
+``actor``, ``agent_id``) and the whole event as JSON (``data``), so a detail's keys never meet
+MongoDB's rules for field names. This class offers no update and no delete but by age; a MongoDB
+user that cannot update or remove in ``audit`` (a custom role) makes that hold against anyone
+else with the URI too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any
+
+from pymongo import ASCENDING, DESCENDING, AsyncMongoClient, IndexModel
+from pymongo.asynchronous.collection import AsyncCollection
+from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.errors import CollectionInvalid, OperationFailure
+
+from carrier._mongo import connection, translated
+from carrier.audit.base import AuditLog
+from carrier.audit.model import AuditEvent, AuditFilter, micros
+from carrier.errors import StoreError
+from carrier.install import upgrade_hint
+from carrier.types import utcnow
+
+__all__ = ["AUDIT_SCHEMA_VERSION", "COLLECTION", "MongoAuditLog"]
+
+log = logging.getLogger(__name__)
+
+Document = dict[str, Any]
+
+COLLECTION = "audit"
+SCHEMA_DOC = "audit_schema"
+AUDIT_SCHEMA_VERSION = 1
+_NAMESPACE_EXISTS = 48
+
+INDEXES = (
+    IndexModel([("at_us", DESCENDING), ("_id", DESCENDING)], name="audit_at"),
+    IndexModel([("agent_id", ASCENDING), ("at_us", DESCENDING)], name="audit_agent"),
+    IndexModel([("kind", ASCENDING), ("at_us", DESCENDING)], name="audit_kind"),
+    IndexModel([("actor", ASCENDING), ("at_us", DESCENDING)], name="audit_actor"),
+)
+
+
+class MongoAuditLog(AuditLog):
+    """The audit log in one MongoDB database.
+
+    Takes an ``AsyncMongoClient`` that the caller owns (and closes), or builds its own with
+    :meth:`from_url` (closed by :meth:`close`, made anew by a later :meth:`open`).
+    """
+
+    def __init__(self, *, client: AsyncMongoClient[Document], database: str) -> None:
+        super().__init__()
+        self.database = database
+        self._client: AsyncMongoClient[Document] | None = client
+        seeds = sorted(client.topology_description.server_descriptions())
+        self._where = f"mongodb://{','.join(f'{h}:{p}' for h, p in seeds)}/{database}"
+        self._make_client: Callable[[], AsyncMongoClient[Document]] | None = None
+        self._secret: str | None = None
+        self._db: AsyncDatabase[Document] | None = None
+        self._lock = asyncio.Lock()
+
+    def __repr__(self) -> str:
+        return f"MongoAuditLog({self._where!r})"
+
+    @classmethod
+    def from_url(cls, url: str) -> MongoAuditLog:
+        """A log from a MongoDB URI; the database is the URI's path (default ``carrier``).
+        Nothing is connected until :meth:`open`."""
+        conn = connection(url, appname="carrier-audit")
+        audit = cls(client=conn.client(), database=conn.database)
+        audit._where = conn.where
+        audit._make_client = conn.client
+        audit._secret = conn.secret
+        return audit
+
+    # -- lifecycle -------------------------------------------------------------------------
+    async def open(self) -> None:
+        async with self._lock:
+            if self._db is not None:
+                return
+            if self._client is None:
+                assert self._make_client is not None
+                self._client = self._make_client()
+            db = self._client[self.database]
+            try:
+                with self._errors("opening"):
+                    await self._migrate(db)
+            except BaseException:
+                await self.close()
+                raise
+            self._db = db
+
+    async def close(self) -> None:
+        self._db = None
+        client = self._client
+        if client is not None and self._make_client is not None:  # only a client it made
+            self._client = None
+            with self._errors("closing"):
+                await client.close()
+
+    async def schema_version(self) -> int:
+        with self._errors("reading the schema version"):
+            doc = await self._database()["meta"].find_one({"_id": SCHEMA_DOC})
+        return int(doc["version"]) if doc is not None else 0
+
+    # -- primitives ------------------------------------------------------------------------
+    async def _insert(self, event: AuditEvent) -> None:
+        doc = {
+            "_id": event.id,
+            "at_us": micros(event.at),
+            "kind": event.kind,
+            "actor": event.actor,
+            "agent_id": event.agent_id,
+            "data": event.model_dump_json(),
+        }
+        with self._errors(f"recording a {event.kind} event"):
+            await self._events().insert_one(doc)
+
+    async def _select(
+        self, where: AuditFilter, *, after: tuple[int, str] | None, limit: int
+    ) -> list[AuditEvent]:
+        query: Document = {}
+        for name, value in (("agent_id", where.agent_id), ("actor", where.actor)):
+            if value is not None:
+                query[name] = value
+        if where.kinds:
+            query["kind"] = {"$in": list(where.kinds)}
+        at: Document = {}
+        if where.since is not None:
+            at["$gte"] = micros(where.since)
+        if where.until is not None:
+            at["$lt"] = micros(where.until)
+        if at:
+            query["at_us"] = at
+        if after is not None:
+            query["$or"] = [
+                {"at_us": {"$lt": after[0]}},
+                {"at_us": after[0], "_id": {"$lt": after[1]}},
+            ]
+        with self._errors("reading events"):
+            cursor = (
+                self._events()
+                .find(query, {"data": 1})
+                .sort([("at_us", DESCENDING), ("_id", DESCENDING)])
+                .limit(limit)
+            )
+            docs = await cursor.to_list(length=limit)
+        return [AuditEvent.model_validate_json(doc["data"]) for doc in docs]
+
+    async def _delete_before(self, at_us: int) -> int:
+        with self._errors("deleting expired events"):
+            result = await self._events().delete_many({"at_us": {"$lt": at_us}})
+        return int(result.deleted_count)
+
+    # -- plumbing --------------------------------------------------------------------------
+    def _errors(self, what: str) -> AbstractContextManager[None]:
+        return translated(self._where, what, self._secret, store="MongoDB audit log")
+
+    def _database(self) -> AsyncDatabase[Document]:
+        if self._db is None:
+            raise StoreError(
+                f"MongoDB audit log {self._where} is not open; use `async with "
+                "MongoAuditLog.from_url(...)` or await audit.open() first"
+            )
+        return self._db
+
+    def _events(self) -> AsyncCollection[Document]:
+        return self._database()[COLLECTION]
+
+    async def _migrate(self, db: AsyncDatabase[Document]) -> None:
+        doc = await db["meta"].find_one({"_id": SCHEMA_DOC})
+        current = int(doc["version"]) if doc is not None else 0
+        if current > AUDIT_SCHEMA_VERSION:
+            raise StoreError(
+                f"the MongoDB audit log {self._where} has schema version {current}, newer than "
+                f"this Carrier supports ({AUDIT_SCHEMA_VERSION}); {upgrade_hint()} "
+                "or point CARRIER_MONGODB_URI at another database"
+            )
+        if COLLECTION not in set(await db.list_collection_names()):
+            try:
+                await db.create_collection(COLLECTION)
+            except CollectionInvalid:  # another process made it since we listed
+                pass
+            except OperationFailure as exc:
+                if exc.code != _NAMESPACE_EXISTS:
+                    raise
+        await db[COLLECTION].create_indexes(list(INDEXES))
+        if current < AUDIT_SCHEMA_VERSION:
+            await db["meta"].update_one(
+                {"_id": SCHEMA_DOC},
+                {"$max": {"version": AUDIT_SCHEMA_VERSION}, "$set": {"applied_at": utcnow()}},
+                upsert=True,
+            )
+            log.info(
+                "MongoDB audit log %s migrated to schema version %d",
+                self._where,
+                AUDIT_SCHEMA_VERSION,
+            )
