@@ -36,6 +36,7 @@ __all__ = [
     "KnowledgeItem",
     "LoreEntry",
     "MessageExample",
+    "RetentionPolicy",
     "Style",
     "TextList",
 ]
@@ -203,6 +204,20 @@ class LoreEntry(ElizaModel):
         )
 
 
+class RetentionPolicy(ElizaModel):
+    """``settings.retention``: how many days the agent keeps what it is told. A daily job deletes
+    what is older (see :mod:`carrier.retention`); a key left out keeps that data for ever."""
+
+    model_config = ConfigDict(extra="forbid")  # a misspelt key would silently keep everything
+
+    messages: int | None = Field(default=None, ge=1)
+    """Days a conversation message (either side) is kept."""
+    uploads: int | None = Field(default=None, ge=1)
+    """Days an uploaded file (message attachments, media to post) is kept."""
+    summarize_before_delete: bool = False
+    """Summarize old messages into the room's summaries before deleting them."""
+
+
 class CharacterSettings(ElizaModel):
     """Free-form settings; the keys Carrier reads are typed, the rest are kept as they are."""
 
@@ -215,3 +230,5 @@ class CharacterSettings(ElizaModel):
     secrets: dict[str, SecretValue] = Field(default_factory=dict)
     """Named secrets as environment references (ElizaOS v0.1.x place)."""
     voice: dict[str, Any] | None = None
+    retention: RetentionPolicy | None = None
+    """How long messages and uploads are kept (:class:`RetentionPolicy`); unset: for ever."""
