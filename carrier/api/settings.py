@@ -24,6 +24,10 @@ class ApiSettings(BaseSettings):
     """Largest request body that is not a file upload (JSON, YAML)."""
     max_upload_bytes: int = Field(default=25_000_000, ge=1)
     """Largest multipart request (file uploads)."""
+    upload_quota_files: int = Field(default=500, ge=1)
+    """Most files one agent's uploads (media to post, files sent with messages) keep on disk."""
+    upload_quota_bytes: int = Field(default=1_000_000_000, ge=1)
+    """Most bytes one agent's uploads keep on disk (413 ``upload_quota`` beyond)."""
     attachment_text_chars: int = Field(default=20_000, ge=0)
     """How much of an uploaded text file is read into the message."""
     rate_per_minute: float = Field(default=120.0, gt=0)

@@ -130,20 +130,27 @@ async def test_message_stream_reports_errors_as_an_event(
     await manager.close()
 
 
-async def test_media_upload_is_kept_and_409_without_publisher(
+async def test_media_upload_waits_for_a_listed_publisher_and_409_without_one(
     client: httpx.AsyncClient, manager: AgentManager, settings: Settings
 ) -> None:
-    agent_id = (await client.post("/agents", json={"name": "Poster"})).json()["id"]
+    plain = (await client.post("/agents", json={"name": "Plain"})).json()["id"]
+    refused = await client.post(
+        f"/{plain}/media", files={"file": ("shot.png", b"\x89PNG fake image", "image/png")}
+    )
+    assert refused.status_code == 409, refused.text
+    assert refused.json()["error"] == "no_publisher" and "not kept" in refused.json()["message"]
+    assert not (settings.data_dir / "media" / plain).exists()
+
+    poster = {"name": "Poster", "clients": ["instagram"]}
+    agent_id = (await client.post("/agents", json=poster)).json()["id"]
     response = await client.post(
         f"/{agent_id}/media",
         data={"caption": "Jam results!", "publish_at": "2026-05-01T09:30:00+02:00"},
         files={"file": ("../shot.PNG", b"\x89PNG fake image", "image/png")},
     )
-    assert response.status_code == 409, response.text
-    body = response.json()
-    media = body["media"]
-    assert body["error"] == "no_publisher"
-    assert f"stored as {media['id']}" in body["message"]
+    assert response.status_code == 202, response.text
+    media = response.json()
+    assert media["status"] == "received" and "instagram client queues it" in media["message"]
     assert media["file_name"] == "shot.PNG" and media["size"] == 15
     assert media["publish_at"] == "2026-05-01T09:30:00+02:00"
     stored = list((settings.data_dir / "media" / agent_id).iterdir())

@@ -20,12 +20,12 @@ from carrier.api.bodies import (
     media_type,
     read_form,
     read_text,
-    save_upload,
 )
 from carrier.api.errors import ApiError, error_responses
 from carrier.api.routes.agents import AgentId
 from carrier.api.schemas import MessageIn, MessageOut, ProblemOut, ReplyOut, UsageOut
 from carrier.api.state import ApiState, api_state
+from carrier.api.uploads import upload_quota
 from carrier.errors import ProviderError
 from carrier.runtime import TurnResult
 from carrier.types import Attachment, Author, Channel, Message, RoomKind
@@ -117,8 +117,7 @@ async def _read_message(
         upload = form_file(form, "file")
         if upload is None:
             return body, None
-        folder = state.settings.data_dir / "uploads" / agent_id
-        saved = await save_upload(upload, folder)
+        saved = await upload_quota(state).save(upload, agent_id=agent_id, area="uploads")
         cap = state.api_settings.attachment_text_chars
         attachment = Attachment(
             id=saved.id,
