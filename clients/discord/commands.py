@@ -111,8 +111,9 @@ class SlashHandler:
         client.stats.turns += 1
         result = await client.runtime.handle(message)
         parts = outgoing_parts(result.text, policy) or ["I don't have an answer to that right now."]
+        mentions = allowed_mentions(policy, author=interaction.user.id)
         for part in parts:
-            await interaction.followup.send(part, allowed_mentions=allowed_mentions(policy))
+            await interaction.followup.send(part, allowed_mentions=mentions)
             client.stats.sent += 1
 
     async def persona(self, interaction: discord.Interaction) -> None:

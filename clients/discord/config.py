@@ -44,8 +44,10 @@ class _Model(BaseModel):
 class MentionPolicy(_Model):
     """What a reply may ping. @everyone, @here and roles are never pinged, whatever is set."""
 
-    users: bool = True
-    """Whether user mentions in the bot's text ping those users."""
+    users: bool | Literal["author"] = "author"
+    """Which user mentions in the bot's text ping: ``"author"`` (the default) only the person
+    being answered, so a steered model cannot ping strangers by id; ``true`` every user it
+    mentions; ``false`` nobody."""
     replied_user: bool = False
     """Whether replying to a message pings its author."""
     everyone: Literal[False] = False

@@ -21,14 +21,23 @@ _UNKNOWN_REFERENCE = {10008, 50035}
 """Unknown Message / Invalid Form Body: what Discord answers when a replied-to message is gone."""
 
 
-def allowed_mentions(policy: DiscordPolicy) -> discord.AllowedMentions:
-    """Never @everyone, @here or roles; users and the replied-to author as configured."""
+def allowed_mentions(
+    policy: DiscordPolicy, *, author: int | None = None
+) -> discord.AllowedMentions:
+    """Never @everyone, @here or roles; the replied-to author as configured; users as configured,
+    which by default (``users: author``) means only ``author``, the person being answered (no
+    user at all when there is none, as for the client-wide default)."""
+    users = policy.allowed_mentions.users
     return discord.AllowedMentions(
         everyone=False,
         roles=False,
-        users=policy.allowed_mentions.users,
+        users=users if isinstance(users, bool) else _only(author),
         replied_user=policy.allowed_mentions.replied_user,
     )
+
+
+def _only(user_id: int | None) -> list[discord.abc.Snowflake] | bool:
+    return [discord.Object(id=user_id)] if user_id is not None else False
 
 
 def outgoing_parts(text: str, policy: DiscordPolicy) -> list[str]:
@@ -41,7 +50,7 @@ async def send_reply(
 ) -> list[discord.Message]:
     """Send ``text`` to the message's channel; the first part is a Discord reply to ``message``
     (unless ``as_reply`` is false) that survives the original being deleted meanwhile."""
-    mentions = allowed_mentions(policy)
+    mentions = allowed_mentions(policy, author=message.author.id)
     sent: list[discord.Message] = []
     for index, part in enumerate(outgoing_parts(text, policy)):
         kwargs: dict[str, Any] = {"allowed_mentions": mentions}

@@ -29,7 +29,8 @@ async def test_sending_long_answer_with_code_arrives_as_valid_parts(harness: Har
     # Only the first part is a Discord reply; all parts keep the safe mention settings.
     assert h.fake.sent[0].payload["message_reference"]["message_id"] == int(sent["id"])
     assert all("message_reference" not in s.payload for s in h.fake.sent[1:])
-    assert all(s.payload["allowed_mentions"]["parse"] == ["users"] for s in h.fake.sent)
+    mentions = [s.payload["allowed_mentions"] for s in h.fake.sent]
+    assert all(m["parse"] == [] and m["users"] == [int(h.ana["id"])] for m in mentions)
     # One reply memory in the store, whole.
     agent_entity = stable_id(h.runtime.agent_id, "agent")
     replies = await h.store.get_memories(agent_id=h.runtime.agent_id, entity_id=agent_entity)
