@@ -30,6 +30,9 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from carrier.assemble import build_runtime
+from carrier.audit.base import AuditLog, audit_from
+from carrier.audit.context import current_actor
+from carrier.audit.model import AuditKind
 from carrier.character import Character, character_data, load_character, parse_character
 from carrier.character.secrets import find_secret_problems
 from carrier.clients import Client, ClientFactory, ClientUnavailable, discover_clients
@@ -196,6 +199,11 @@ class AgentManager:
             registry.register(plugin)
         self._plugins = [p for p in self._plugins if p.name != plugin.name] + [plugin]
 
+    @property
+    def audit(self) -> AuditLog:
+        """The host's audit log (``services["audit"]``), or one that records nothing."""
+        return audit_from(self.services)
+
     def _lock(self, agent_id: str) -> asyncio.Lock:
         return self._locks.setdefault(agent_id, asyncio.Lock())
 
@@ -316,6 +324,17 @@ class AgentManager:
                 log.debug("%s (%s): %s", character.name, agent_id, choice.description)
                 for name in dict.fromkeys(str(c).lower() for c in character.clients):
                     await self._start_client(agent_id, name, running)
+                await self.audit.record(
+                    AuditKind.AGENT_START,
+                    actor=current_actor(),
+                    agent_id=agent_id,
+                    action="start",
+                    detail={
+                        "model": choice.model,
+                        "clients": list(running.clients),
+                        "skipped": sorted(running.skipped),
+                    },
+                )
         return await self.status(agent_id)
 
     async def stop(self, agent_id: str) -> AgentStatus:
@@ -329,6 +348,13 @@ class AgentManager:
                     except Exception:
                         log.exception("client %s of agent %s did not stop cleanly", name, agent_id)
                 await running.runtime.stop()
+                await self.audit.record(
+                    AuditKind.AGENT_STOP,
+                    actor=current_actor(),
+                    agent_id=agent_id,
+                    action="stop",
+                    detail={"clients": list(running.clients)},
+                )
         return await self.status(agent_id)
 
     def runtime(self, agent_id: str) -> AgentRuntime:
@@ -382,7 +408,9 @@ class AgentManager:
         running = self._running.get(agent_id)
         if running is not None:
             return await running.runtime.forget(entity_id)
-        return await forget_entity(self.store, agent_id=agent_id, entity_id=entity_id)
+        return await forget_entity(
+            self.store, agent_id=agent_id, entity_id=entity_id, audit=self.audit
+        )
 
     # -- client configuration ---------------------------------------------------------------
     async def get_client_config(self, client_id: str) -> dict[str, Any]:

@@ -35,7 +35,7 @@ COMMANDS: dict[str, LazyCommand] = {
     ),
     "memory": LazyCommand(
         "carrier.cli.memory:memory_app",
-        "An agent's memories: list, search, export, import, and forget a person.",
+        "An agent's memories: list, search, export, import, prune, and forget a person.",
     ),
     "knowledge": LazyCommand(
         "carrier.cli.knowledge:knowledge_app",
@@ -44,6 +44,9 @@ COMMANDS: dict[str, LazyCommand] = {
     "jobs": LazyCommand(
         "carrier.cli.jobs:jobs_app",
         "Durable jobs: list, show, cancel, retry, approve, reject; and schedules.",
+    ),
+    "audit": LazyCommand(
+        "carrier.cli.audit:audit", "Read the audit log: who did what to which agent, newest first."
     ),
     "doctor": LazyCommand(
         "carrier.cli.doctor:doctor",

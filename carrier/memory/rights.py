@@ -26,11 +26,14 @@ import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TextIO
 
 from pydantic import ValidationError
 
+from carrier.audit.base import NULL_AUDIT, AuditLog
+from carrier.audit.context import current_actor
+from carrier.audit.model import AuditKind
 from carrier.memory.base import Store
 from carrier.memory.embedder import Embedder
 from carrier.types import Memory, MemoryKind, stable_id
@@ -67,8 +70,10 @@ async def iter_memories(
     entity_id: str | None = None,
     kinds: Sequence[MemoryKind] | None = None,
     page_size: int = PAGE_SIZE,
+    before: datetime | None = None,
 ) -> AsyncIterator[Memory]:
-    """Every matching memory, newest first, a page at a time.
+    """Every matching memory (created before ``before``, when given), newest first, a page at a
+    time.
 
     Pages are cut at ``created_at`` and memories may share one (platform timestamps in
     milliseconds, summaries dated at the last message they cover), so each page re-reads the
@@ -86,7 +91,7 @@ async def iter_memories(
             room_id=room_id,
             entity_id=entity_id,
             kinds=kinds,
-            before=cursor + _TICK if cursor is not None else None,
+            before=cursor + _TICK if cursor is not None else before,
             limit=limit,
         )
         fresh = [m for m in page if not (m.created_at == cursor and m.id in seen_at_cursor)]
@@ -136,10 +141,13 @@ async def forget_entity(
     entity_id: str,
     include_replies: bool = True,
     page_size: int = PAGE_SIZE,
+    audit: AuditLog = NULL_AUDIT,
 ) -> ForgetReport:
     """Delete what one agent keeps of one person (see the module docstring for exactly what).
 
     Safe to run twice (the second run finds nothing). Other agents' memories are never touched.
+    Recorded in ``audit`` as a ``memory.forget`` event (the counts, never what was deleted), by
+    the actor the caller's edge names (:func:`carrier.audit.context.current_actor`).
     """
     report = ForgetReport()
     theirs: set[str] = set()
@@ -200,6 +208,23 @@ async def forget_entity(
         agent_id,
         report.total,
         len(report.rooms),
+    )
+    await audit.record(
+        AuditKind.MEMORY_FORGET,
+        actor=current_actor(),
+        agent_id=agent_id,
+        action="forget",
+        target=entity_id,
+        detail={
+            "deleted": report.total,
+            "messages": report.messages,
+            "facts": report.facts,
+            "replies": report.replies,
+            "summaries": report.summaries,
+            "other": report.other,
+            "rooms": len(report.rooms),
+            "entity_record": report.entity,
+        },
     )
     return report
 

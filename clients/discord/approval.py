@@ -28,6 +28,8 @@ from weakref import WeakKeyDictionary
 
 import discord
 
+from carrier.audit.base import audit_from
+from carrier.audit.model import AuditKind, AuditResult
 from carrier.errors import ClientError, ConfigError
 from carrier.jobs.base import JobStore
 from carrier.jobs.errors import JobStateError
@@ -289,6 +291,16 @@ class ApprovalDesk:
             state = current.state.value if current is not None else "gone"
             await say(f"This draft is already {state.replace('_', ' ')}; nothing changed.")
             return
+        if action == "reject":  # an approval is recorded when the approved draft goes ahead
+            await audit_from(self.client.runtime.services).record(
+                AuditKind.INSTAGRAM_APPROVAL,
+                actor=who,
+                agent_id=job.agent_id,
+                action="reject",
+                target=job_id,
+                result=AuditResult.REFUSED,
+                detail={"decision": "rejected", "job_kind": job.kind},
+            )
         verdict = "Approved" if action == "approve" else "Rejected"
         original = interaction.message.content if interaction.message is not None else ""
         decided = "\n\n" + discord.utils.escape_mentions(f"**{verdict}** by {user.display_name}")

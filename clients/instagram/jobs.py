@@ -38,11 +38,12 @@ from pathlib import Path
 from typing import Any
 
 from carrier.agents import AgentManager, AgentNotFound
-from carrier.jobs.errors import AwaitApproval, Defer, PermanentFailure
+from carrier.jobs.errors import AwaitApproval, Defer, JobSignal, PermanentFailure
 from carrier.jobs.handler import JobContext
 from carrier.jobs.model import Job, JobState
 from carrier.jobs.service import JobService
 from carrier.types import MemoryStatus
+from clients.instagram.auditing import record_approval, record_publish
 from clients.instagram.caption import prepare_caption
 from clients.instagram.client import InstagramClient
 from clients.instagram.drafts import Draft, record_post
@@ -89,6 +90,7 @@ class InstagramJobs:
         client = await self._client(job, ctx)
         draft = Draft.from_payload(job.payload)
         if job.approved and draft is not None:
+            await record_approval(self.manager.services, job, draft)
             return await self._hand_on(job, ctx, draft)
         if job.payload.get("source") == "plan" and await self._superseded(job, ctx):
             return {"skipped": "a later slot of the plan is due too (the agent was not running)"}
@@ -243,6 +245,24 @@ class InstagramJobs:
 
     # -- instagram.publish -----------------------------------------------------------------
     async def publish(self, job: Job, ctx: JobContext) -> Mapping[str, Any] | None:
+        """Publish, and record in the audit log a post that went out or failed for good."""
+        services = self.manager.services
+        try:
+            result = await self._publish(job, ctx)
+        except PermanentFailure as exc:
+            await record_publish(services, job, Draft.from_payload(job.payload), error=str(exc))
+            raise
+        except JobSignal:
+            raise
+        except Exception as exc:
+            if job.attempts >= job.max_attempts:  # the worker fails it for good now
+                error = f"{type(exc).__name__}: {exc}"
+                await record_publish(services, job, Draft.from_payload(job.payload), error=error)
+            raise
+        await record_publish(services, job, Draft.from_payload(job.payload), result=result)
+        return result
+
+    async def _publish(self, job: Job, ctx: JobContext) -> Mapping[str, Any]:
         draft = Draft.from_payload(job.payload)
         if draft is None:
             raise PermanentFailure("the publish job has no draft in its payload")

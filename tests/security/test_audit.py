@@ -7,17 +7,32 @@ httpx, ``carrier`` as a subprocess."""
 
 from __future__ import annotations
 
+import json
+import os
 import sqlite3
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Callable
 from contextlib import closing
 from datetime import datetime, timedelta
 from pathlib import Path
 
+import httpx
 import pytest
 
-from carrier.audit import AuditEvent, AuditFilter, AuditKind, AuditLog, NullAuditLog
+from carrier.agents import AgentManager
+from carrier.api import ApiSettings, create_app
+from carrier.audit import AuditEvent, AuditFilter, AuditKind, AuditLog, NullAuditLog, SQLiteAuditLog
 from carrier.audit.base import MIN_KEEP
+from carrier.audit.context import cli_actor
 from carrier.errors import StoreError
+from carrier.llm.fake import FunctionModel
+from carrier.memory.fake import HashEmbedder
+from carrier.memory.rights import entity_id_for
+from carrier.memory.sqlite import SQLiteStore
+from carrier.settings import Settings
 from carrier.types import utcnow
+from tests.api.conftest import ADMIN, CHARACTER, REPO
 from tests.security.audit_support import AuditFactory, dump
 
 NOW = utcnow().replace(microsecond=0)
@@ -126,8 +141,6 @@ async def test_audit_is_append_only_and_expires_by_age_only(
 
 
 async def test_audit_sqlite_table_refuses_updates_and_recent_deletes(tmp_path: Path) -> None:
-    from carrier.audit import SQLiteAuditLog
-
     path = tmp_path / "carrier.db"
     async with SQLiteAuditLog(path=path) as log:
         await log.record(AuditKind.AGENT_STOP, actor="admin", agent_id="a")
@@ -176,3 +189,229 @@ async def test_audit_null_log_records_nothing() -> None:
     null = NullAuditLog()
     assert await null.record(AuditKind.AGENT_START, agent_id="a") is not None
     assert (await null.list_events()).items == []
+
+
+# -- the API: every state-changing call, with the token's name ---------------------------------
+
+
+@pytest.fixture
+async def audited(
+    make_manager: Callable[..., AgentManager],
+    settings: Settings,
+    api_settings: ApiSettings,
+    make_client: Callable[..., httpx.AsyncClient],
+    audit: AuditLog,
+) -> AsyncIterator[tuple[httpx.AsyncClient, Callable[..., httpx.AsyncClient]]]:
+    """The API of a manager whose host keeps ``audit``; yields an admin client and a maker of
+    clients with other tokens (``token=None``: none)."""
+    manager = make_manager(settings, services={"audit": audit})
+    app = create_app(manager, settings, api_settings=api_settings)
+    async with make_client(app) as admin:
+        yield admin, lambda **kw: make_client(app, **kw)
+    await manager.close()
+
+
+def calls(events: list[AuditEvent]) -> list[tuple[str | None, str, int]]:
+    """``(actor, action, status)`` of the ``api.call`` events, oldest first."""
+    return [
+        (e.actor, e.action, e.detail["status"])
+        for e in reversed(events)
+        if e.kind == AuditKind.API_CALL
+    ]
+
+
+async def test_audit_api_calls_name_the_token_and_refusals_are_kept(
+    audited: tuple[httpx.AsyncClient, Callable[..., httpx.AsyncClient]],
+    audit: AuditLog,
+    audit_factory: AuditFactory,
+) -> None:
+    admin, client_with = audited
+    agent_id = (await admin.post("/agents", json=CHARACTER)).json()["id"]
+    assert (await admin.post(f"/agents/{agent_id}/start")).status_code == 200
+    made = await admin.post("/tokens", json={"name": "pilot-bot", "agent_id": agent_id})
+    assert made.status_code == 201
+    token = made.json()["token"]
+    assert (await admin.get("/agents")).status_code == 200  # reads are not audited
+
+    async with client_with(token=token) as bot:
+        sent = await bot.post(f"/{agent_id}/message", json={"text": "hello", "user_id": "ana"})
+        assert sent.status_code == 200, sent.text
+        refused = await bot.post(f"/agents/{agent_id}/stop")
+        assert refused.status_code == 403
+    async with client_with(token=None) as nobody:
+        assert (await nobody.post(f"/agents/{agent_id}/stop")).status_code == 401
+    async with client_with(token="crr_not-a-token") as wrong:
+        assert (await wrong.delete(f"/agents/{agent_id}")).status_code == 401
+    assert (await admin.post(f"/agents/{agent_id}/stop")).status_code == 200
+
+    events = (await audit.list_events()).items
+    route = "/agents/{agent_id}"
+    assert calls(events) == [
+        ("admin", "POST /agents", 201),
+        ("admin", f"POST {route}/start", 200),
+        ("admin", "POST /tokens", 201),
+        ("pilot-bot", "POST /{agent_id}/message", 200),
+        ("pilot-bot", f"POST {route}/stop", 403),
+        ("anonymous", f"POST {route}/stop", 401),
+        ("anonymous", f"DELETE {route}", 401),
+        ("admin", f"POST {route}/stop", 200),
+    ]
+    refusal = next(e for e in events if e.detail.get("status") == 403)
+    assert refusal.result == "refused" and refusal.agent_id == agent_id
+    assert (
+        refusal.target == f"/agents/{agent_id}/stop" and refusal.detail["client"] == "198.51.100.7"
+    )
+    [start] = [e for e in events if e.kind == AuditKind.AGENT_START]
+    [stop] = [e for e in events if e.kind == AuditKind.AGENT_STOP]
+    assert (start.actor, start.agent_id, start.detail["model"]) == ("admin", agent_id, "function")
+    assert (stop.actor, stop.agent_id) == ("admin", agent_id)
+    # Neither token, nor any body, is stored.
+    stored = dump(audit_factory.raw())
+    assert token not in stored and ADMIN not in stored and "hello" not in stored
+
+
+async def test_audit_read_over_the_api_is_admin_only_and_filtered(
+    audited: tuple[httpx.AsyncClient, Callable[..., httpx.AsyncClient]], audit: AuditLog
+) -> None:
+    admin, client_with = audited
+    for i in range(5):
+        await audit.append(
+            AuditEvent(
+                at=ago(days=5 - i),
+                kind=AuditKind.MEMORY_FORGET if i % 2 else AuditKind.AGENT_START,
+                actor="ops" if i < 3 else "admin",
+                agent_id="agent-a" if i % 2 else "agent-b",
+            )
+        )
+    agent_id = (await admin.post("/agents", json=CHARACTER)).json()["id"]
+    token = (await admin.post("/tokens", json={"name": "bot", "agent_id": agent_id})).json()[
+        "token"
+    ]
+    async with client_with(token=token) as bot:
+        denied = await bot.get("/audit")
+        assert denied.status_code == 403 and "admin token" in denied.json()["message"]
+
+    async def read(**params: object) -> list[str]:
+        response = await admin.get("/audit", params=params)
+        assert response.status_code == 200, response.text
+        return [f"{e['kind']}/{e['actor']}/{e['agent_id']}" for e in response.json()["items"]]
+
+    assert await read(agent_id="agent-a") == [
+        "memory.forget/admin/agent-a",
+        "memory.forget/ops/agent-a",
+    ]
+    assert await read(actor="ops") == [
+        "agent.start/ops/agent-b",
+        "memory.forget/ops/agent-a",
+        "agent.start/ops/agent-b",
+    ]
+    assert len(await read(kind=["memory.forget", "agent.start"])) == 5
+    assert await read(kind="api.call") == ["api.call/admin/None", "api.call/admin/None"]
+    since, until = ago(days=3).isoformat(), ago(days=1).isoformat()
+    assert await read(since=since, until=until, kind="agent.start") == ["agent.start/ops/agent-b"]
+
+    first = (await admin.get("/audit", params={"limit": 3})).json()
+    assert len(first["items"]) == 3 and first["next_cursor"]
+    rest = (await admin.get("/audit", params={"limit": 3, "cursor": first["next_cursor"]})).json()
+    assert len(rest["items"]) == 3 and rest["next_cursor"] is not None
+    ids = [e["id"] for e in first["items"] + rest["items"]]
+    assert len(set(ids)) == 6
+    bad = await admin.get("/audit", params={"cursor": "garbage"})
+    assert bad.status_code == 422 and bad.json()["problems"][0]["path"] == "query.cursor"
+    assert (await admin.get("/audit", params={"kind": "API CALL"})).status_code == 422
+
+
+async def test_audit_route_without_an_audit_log_says_so(client: httpx.AsyncClient) -> None:
+    response = await client.get("/audit")
+    assert response.status_code == 409 and response.json()["error"] == "audit_unavailable"
+
+
+async def test_audit_refusals_of_anonymous_callers_are_bounded(
+    audited: tuple[httpx.AsyncClient, Callable[..., httpx.AsyncClient]], audit: AuditLog
+) -> None:
+    from carrier.api.auditing import ANONYMOUS_BURST
+
+    _, client_with = audited
+    async with client_with(token=None, host="203.0.113.9") as flood:
+        for _ in range(ANONYMOUS_BURST + 10):
+            assert (await flood.post("/agents", json={})).status_code == 401
+    anonymous = (await audit.list_events(AuditFilter(actor="anonymous"), limit=500)).items
+    assert len(anonymous) == ANONYMOUS_BURST
+
+
+# -- forgets (API and command) and `carrier audit` ---------------------------------------------
+
+
+def carrier_cli(*args: str, data_dir: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CARRIER_")}
+    env.update({"CARRIER_DATA_DIR": str(data_dir), "HF_HUB_OFFLINE": "1", "COLUMNS": "250"})
+    return subprocess.run(
+        [sys.executable, "-m", "carrier", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=env,
+        timeout=240,
+    )
+
+
+async def test_audit_forgets_by_api_and_command_and_carrier_audit_lists_them(
+    settings: Settings,
+    api_settings: ApiSettings,
+    make_client: Callable[..., httpx.AsyncClient],
+    model: FunctionModel,
+) -> None:
+    data_dir = settings.data_dir
+    async with (
+        SQLiteStore(path=settings.store_path) as store,
+        SQLiteAuditLog(path=settings.store_path) as audit,
+    ):
+        manager = AgentManager(
+            store=store,
+            embedder=HashEmbedder(),
+            settings=settings,
+            environ={},
+            model_factory=lambda character: model,
+            services={"audit": audit},
+        )
+        app = create_app(manager, settings, api_settings=api_settings)
+        async with make_client(app) as admin:
+            agent_id = (await admin.post("/agents", json=CHARACTER)).json()["id"]
+            await admin.post(f"/agents/{agent_id}/start")
+            for user, name in (("ana", "Ana"), ("bob", "Bob")):
+                sent = await admin.post(
+                    f"/{agent_id}/message",
+                    json={"text": f"hi, I am {name}", "user_id": user, "user_name": name},
+                )
+                assert sent.status_code == 200, sent.text
+            forgot = await admin.delete(
+                f"/agents/{agent_id}/entities/ana/memories", params={"platform": "api"}
+            )
+            assert forgot.status_code == 200, forgot.text
+        await manager.close()
+        [event] = (await audit.list_events(AuditFilter(kinds=("memory.forget",)))).items
+        assert (event.actor, event.agent_id) == ("admin", agent_id)
+        assert event.target == entity_id_for(agent_id, "api", "ana")
+        assert event.detail["messages"] == 1 and event.detail["replies"] == 1
+        assert event.detail["entity_record"] is True
+
+    cli = carrier_cli("memory", "forget", "Bob", "-a", agent_id, "--yes", data_dir=data_dir)
+    assert cli.returncode == 0, cli.stderr
+    listed = carrier_cli("audit", "--json", "--kind", "memory.forget", data_dir=data_dir)
+    assert listed.returncode == 0, listed.stderr
+    forgets = [json.loads(line) for line in listed.stdout.splitlines()]
+    assert [(e["actor"], e["agent_id"]) for e in forgets] == [
+        (cli_actor(), agent_id),
+        ("admin", agent_id),
+    ]
+    assert forgets[0]["target"] == entity_id_for(agent_id, "api", "bob")
+
+    table = carrier_cli("audit", "--agent", "Pilot", "--actor", "admin", data_dir=data_dir)
+    assert table.returncode == 0, table.stderr
+    assert "DELETE /agents/{agent_id}/entities/{entity_id}/memories" in table.stdout
+    assert "memory.forget" in table.stdout and "agent.start" in table.stdout
+    assert "refused" not in table.stdout and cli_actor() not in table.stdout
+    since = carrier_cli("audit", "--json", "--since", "1h", "--limit", "2", data_dir=data_dir)
+    assert len(since.stdout.splitlines()) == 2 and "--cursor" in since.stderr
+    bad = carrier_cli("audit", "--kind", "not a kind", data_dir=data_dir)
+    assert bad.returncode == 2 and "is not a kind" in bad.stderr
