@@ -3,7 +3,8 @@
 The schema version is the number of steps applied, recorded in ``schema_version`` (one row per
 step). Steps are append only: a released step never changes, since files in the field have run it.
 Opening a file applies the steps it lacks in one ``BEGIN IMMEDIATE`` transaction, so two processes
-opening one new file never both apply a step, and a step that fails leaves the file as it was.
+opening one new file never both apply a step, and a step that fails leaves the file as it was;
+one log line says what was done (created at version N, or migrated from A to B).
 """
 
 from __future__ import annotations
