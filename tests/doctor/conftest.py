@@ -50,7 +50,7 @@ class World:
 
     async def doctor(self, *paths: Path, **options: Any) -> Report:
         options.setdefault("port", free_port())
-        options.setdefault("wait", 5.0)
+        options.setdefault("wait", 60.0)  # generous: a loaded machine must not fail a check
         return await run_doctor(environ=self.env, paths=list(paths), **options)
 
     async def carrier_doctor(self, *args: str) -> tuple[int, str, str]:

@@ -98,7 +98,7 @@ async def test_carrier_doctor_green_exits_0(
     world.env.update(model_env(openai_server))
     instagram_persona(world, ftp_server, graph)
 
-    code, out, err = await world.carrier_doctor("--port", str(free_port()), "--timeout", "5")
+    code, out, err = await world.carrier_doctor("--port", str(free_port()), "--timeout", "60")
 
     assert code == 0, out + err
     checks = [line.strip() for line in out.splitlines() if line.strip()][:-1]  # no summary

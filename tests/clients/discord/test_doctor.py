@@ -26,7 +26,7 @@ def target(environ: dict[str, str], config: dict[str, Any] | None = None) -> Cli
         character=character,
         config=config or {},
         environ=environ,
-        timeout=5.0,
+        timeout=60.0,
     )
 
 

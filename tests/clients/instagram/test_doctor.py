@@ -77,7 +77,7 @@ def target(
         config=config,
         environ={k: v for k, v in env.items() if v},
         store=store,
-        timeout=5.0,
+        timeout=60.0,
     )
 
 
