@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import closing
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -291,7 +292,7 @@ async def test_audit_read_over_the_api_is_admin_only_and_filtered(
         denied = await bot.get("/audit")
         assert denied.status_code == 403 and "admin token" in denied.json()["message"]
 
-    async def read(**params: object) -> list[str]:
+    async def read(**params: Any) -> list[str]:
         response = await admin.get("/audit", params=params)
         assert response.status_code == 200, response.text
         return [f"{e['kind']}/{e['actor']}/{e['agent_id']}" for e in response.json()["items"]]
