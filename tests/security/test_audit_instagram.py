@@ -1,17 +1,30 @@
 """Instagram in the audit log: an approved draft (``instagram.approval``, by whoever approved it),
 its publish on the loopback fake Graph API (``instagram.publish`` with the media id), a publish
-that fails for good, and a rejection through the API (its ``api.call``).
+that fails for good, a rejection through the API (its ``api.call``) and one with the Discord
+approval buttons (``instagram.approval``, refused, by the member who clicked).
 
 The world is the posting-plan tests' own (a real aioftp server, the fake Graph API, a JobService
-on a manual clock, the jobs API through httpx); the host's audit log is of each backend."""
+on a manual clock, the jobs API through httpx) and the Discord approval tests' (real
+INTERACTION_CREATE clicks from the fake Discord); the host's audit log is of each backend."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from carrier.audit import AuditFilter, AuditKind, AuditLog
+from carrier.jobs import JobState, SQLiteJobStore
+from clients.discord.fake.payloads import ALL_PERMISSIONS
+from tests.clients.discord.conftest import Harness
+from tests.clients.discord.test_approval import (  # noqa: F401 - fixtures
+    click,
+    draft_job,
+    image,
+    jobs,
+    post_draft,
+)
 from tests.clients.instagram.conftest import (  # noqa: F401 - fixtures
     fake_graph,
     ftp_root,
@@ -109,3 +122,24 @@ async def test_audit_instagram_rejection_through_the_api(
         f"/jobs/{draft.id}/reject",
     )
     assert await kinds(audit, AuditKind.INSTAGRAM_APPROVAL, AuditKind.INSTAGRAM_PUBLISH) == []
+
+
+async def test_audit_instagram_rejection_with_the_discord_buttons(
+    audit: AuditLog,
+    harness: Harness,
+    jobs: SQLiteJobStore,  # noqa: F811 - the fixture
+    image: Path,  # noqa: F811 - the fixture
+) -> None:
+    h = harness
+    h.runtime.services["audit"] = audit
+    await h.start({"approvalChannel": "#showcase"})
+    job = await draft_job(jobs, h.runtime.agent_id, image, "fog at six")
+    message = await post_draft(h, job)
+
+    await click(h, h.ana, message, f"carrier:reject:{job.id}", ALL_PERMISSIONS)
+
+    assert (await jobs.get(job.id) or job).state is JobState.CANCELLED
+    [decision] = await kinds(audit, AuditKind.INSTAGRAM_APPROVAL)
+    assert decision.actor == f"discord:ana ({h.ana['id']})"
+    assert (decision.agent_id, decision.target) == (h.runtime.agent_id, job.id)
+    assert decision.result == "refused" and decision.detail["decision"] == "rejected"
