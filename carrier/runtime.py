@@ -31,7 +31,7 @@ from carrier.pipeline.generate import Generator, offered_tools
 from carrier.pipeline.message import MessageManager
 from carrier.pipeline.state import StateComposer
 from carrier.plugins import Plugin, Registry
-from carrier.prompts import render, template_for
+from carrier.prompts import render_system, template_for
 from carrier.types import (
     AgentRecord,
     Author,
@@ -347,13 +347,13 @@ class AgentRuntime:
         values = dict(turn.state.values)
         values["responseFormat"] = format_instructions(turn.state.named_actions)
         sent = "\n".join(f"{self.character.name}: {t}" for t in previous)
-        prompt = render(template_for("messageHandlerTemplate", self.character.templates), values)
-        follow = render(
+        # The turn's own prompt (system + data), then what was sent and the follow-up ask.
+        follow = render_system(
             template_for("continueMessageHandlerTemplate", self.character.templates), values
         )
         request = ModelRequest(
             messages=[
-                ChatMessage(role="user", content=prompt),
+                *turn.prompt,
                 ChatMessage(role="assistant", content=sent),
                 ChatMessage(role="user", content=follow),
             ],

@@ -18,6 +18,7 @@ from carrier.builtin.summaries import ConversationSummarizer
 from carrier.memory.visibility import Visibility
 from carrier.pipeline.base import Turn
 from carrier.plugins import Action, ActionResult, ContextProvider, Plugin, ProviderOutput
+from carrier.prompt_data import notes_block
 from carrier.types import (
     Content,
     Memory,
@@ -292,11 +293,11 @@ def room_notes_provider(*, limit: int = 10) -> ContextProvider:
             limit=limit,
             embeddings=False,
         )
-        lines = [f"- {n.content.text}" for n in reversed(notes)]
-        if not lines:
+        if not notes:
             return ProviderOutput()
+        # Notes are the model's words about what people said: data, like what they said.
         return ProviderOutput(
-            values={"roomNotes": "\n## Your notes about this room\n" + "\n".join(lines) + "\n"}
+            values={"roomNotes": notes_block(n.content.text for n in reversed(notes))}
         )
 
     return ContextProvider(name="room_notes", provide=provide, position=46)

@@ -1,11 +1,15 @@
 """Built-in context providers: time, room/platform context, keyword-triggered lore (a character
-card's lorebook) and knowledge fragments."""
+card's lorebook) and knowledge fragments.
+
+Time, room kind and lore are the operator's words and go in the system message; knowledge (from
+documents) is data, fenced by :func:`carrier.prompt_data.knowledge_block` for the user message."""
 
 from __future__ import annotations
 
 from carrier.memory.hybrid import query_terms, relevant
 from carrier.pipeline.base import Turn
 from carrier.plugins import ContextProvider, ProviderOutput
+from carrier.prompt_data import knowledge_block
 from carrier.types import MemoryKind, RoomKind, utcnow
 
 __all__ = ["builtin_providers"]
@@ -37,12 +41,9 @@ async def _room(turn: Turn) -> ProviderOutput:
     if room is None:
         return ProviderOutput()
     where = _ROOM_WORDS.get(room.kind, "a conversation")
-    name = f" named {room.name!r}" if room.name else ""
-    return ProviderOutput(
-        values={
-            "room": f"You are on {room.platform}, in {where}{name}. You are talking with {turn.message.author.name}."
-        }
-    )
+    # The room's and the sender's names are data (the conversation element carries them).
+    named = " (its name is on the <conversation> element)" if room.name else ""
+    return ProviderOutput(values={"room": f"You are on {room.platform}, in {where}{named}."})
 
 
 async def _lorebook(turn: Turn) -> ProviderOutput:
@@ -92,8 +93,9 @@ async def _knowledge(turn: Turn) -> ProviderOutput:
     ]
     if not found:
         return ProviderOutput()
-    text = "\n".join(f"<data>{s.memory.content.text}</data>" for s in found)
-    return ProviderOutput(values={"knowledge": f"\n## Knowledge\n{text}\n"})
+    return ProviderOutput(
+        values={"knowledge": knowledge_block(s.memory.content.text for s in found)}
+    )
 
 
 def builtin_providers() -> list[ContextProvider]:

@@ -12,6 +12,11 @@ Models are asked to answer in a small XML block::
 or lowercase action names, the same fields as JSON, and plain prose. When the output looks like a
 broken structured answer it returns ``ok=False`` with a ``problem``, so the caller can ask once
 more with :data:`REPAIR_PROMPT`.
+
+The model may quote what people wrote, tags and all (someone's ``<response><actions>MUTE_ROOM``):
+fields are read in order, each up to its own closing tag, so a tag quoted inside the thought or
+the text is content, never a field; and the entities of the escaped prompt (``&lt;``) that the
+model copies come back as characters.
 """
 
 from __future__ import annotations
@@ -23,9 +28,12 @@ from typing import Any, Literal, cast
 
 from pydantic import BaseModel, Field
 
+from carrier.untrusted import unescape
+
 __all__ = [
     "REPAIR_PROMPT",
     "ParsedResponse",
+    "closing_tag",
     "format_instructions",
     "parse_json_list",
     "parse_response",
@@ -93,7 +101,6 @@ def render_response(*, text: str, thought: str = "", actions: Sequence[str] = ("
 
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n?(.*?)(?:```|\Z)", re.DOTALL)
-_FIELD_TAGS = ("thought", "actions", "action", "text")
 _ANY_TAG = re.compile(r"</?\s*(response|thought|actions?|text)\s*>", re.IGNORECASE)
 _PARTIAL_TAG = re.compile(r"<\s*/?\s*(resp|thou|act|tex)[a-z]*\s*$", re.IGNORECASE)
 
@@ -128,23 +135,55 @@ def _split_actions(value: Any) -> list[str]:
     return names
 
 
-def _parse_xml(raw: str) -> ParsedResponse:
+_OPEN_FIELD = re.compile(r"<\s*(thought|actions|action|text)\s*>", re.IGNORECASE)
+_RESPONSE_END = re.compile(r"<\s*/?\s*response\s*>|```", re.IGNORECASE)
+
+
+def closing_tag(raw: str, name: str, start: int) -> re.Match[str] | None:
+    """The ``</name>`` that closes a ``<name>`` opened before ``start``: a quoted ``<name>...
+    </name>`` pair inside it (a message the model repeats) is skipped. None if never closed."""
+    depth = 1
+    for m in re.finditer(rf"<\s*(/?)\s*{name}\s*>", raw[start:], re.IGNORECASE):
+        depth += -1 if m.group(1) else 1
+        if depth == 0:
+            return re.compile(rf"<\s*/\s*{name}\s*>", re.IGNORECASE).match(raw, start + m.start())
+    return None
+
+
+def _fields(raw: str) -> tuple[dict[str, str], list[str]]:
+    """The answer's fields, read in order: each runs from its tag to its own closing tag, and
+    whatever tags sit inside it (a message the model quotes, ``<actions>MUTE_ROOM</actions>``
+    included) are its content, not fields. The first field of each name counts."""
+    fields: dict[str, str] = {}
     problems: list[str] = []
-    fields: dict[str, str | None] = {}
-    for name in _FIELD_TAGS:
-        value, closed = _tag(raw, name)
-        fields[name] = value
-        if not closed:
+    pos = 0
+    while (m := _OPEN_FIELD.search(raw, pos)) is not None:
+        name = m.group(1).lower()
+        end = closing_tag(raw, name, m.end())
+        if end is None:
+            # Never closed: its text runs to the next field (or the end of the block).
+            rest = raw[m.end() :]
+            stop = [x.start() for x in (_OPEN_FIELD.search(rest), _RESPONSE_END.search(rest)) if x]
+            fields.setdefault(name, rest[: min(stop, default=len(rest))].strip())
             problems.append(f"<{name}> was opened but never closed")
-    actions_raw = fields["actions"] if fields["actions"] is not None else fields["action"]
+            pos = m.end()
+            continue
+        fields.setdefault(name, raw[m.end() : end.start()].strip())
+        pos = end.end()
+    return fields, problems
+
+
+def _parse_xml(raw: str) -> ParsedResponse:
+    fields, problems = _fields(raw)
+    actions_raw = fields.get("actions", fields.get("action"))
     actions = _split_actions(actions_raw or "")
-    text = fields["text"] or ""
-    if fields["text"] is None and actions_raw is None:
+    text = unescape(fields.get("text") or "")
+    if "text" not in fields and actions_raw is None:
         problems.append("no <text> or <actions> element was found")
     if not actions and text:
         actions = ["REPLY"]
     return ParsedResponse(
-        thought=fields["thought"] or "",
+        thought=unescape(fields.get("thought") or ""),
         text=text,
         actions=actions,
         ok=not problems,
@@ -193,7 +232,7 @@ def _parse_json(candidate: str) -> ParsedResponse:
     actions_raw = data.get("actions", data.get("action"))
     if text is None and actions_raw is None:
         return ParsedResponse(ok=False, problem='the JSON answer has no "text" or "actions" field')
-    text = "" if text is None else str(text).strip()
+    text = "" if text is None else unescape(str(text).strip())
     actions = _split_actions(actions_raw) if actions_raw is not None else []
     if not actions and text:
         actions = ["REPLY"]
@@ -223,7 +262,7 @@ def parse_response(raw: str | None) -> ParsedResponse:
         return ParsedResponse(
             text=prose, actions=["REPLY"], ok=False, problem="the answer has a broken XML tag"
         )
-    return ParsedResponse(text=prose, actions=["REPLY"])
+    return ParsedResponse(text=unescape(prose), actions=["REPLY"])
 
 
 _DECISIONS: tuple[ShouldRespond, ...] = ("RESPOND", "IGNORE", "STOP")
@@ -238,18 +277,19 @@ def parse_should_respond(raw: str | None) -> ShouldRespond:
     """
     if not raw:
         return "IGNORE"
+    # The reasoning may quote the conversation (tags and all): it never decides.
+    without_thought = re.sub(
+        r"<\s*thought\s*>.*?(<\s*/\s*thought\s*>|\Z)", " ", raw, flags=re.IGNORECASE | re.DOTALL
+    )
     for name in ("actions", "action", "decision"):
-        value, _ = _tag(raw, name)
+        value, _ = _tag(without_thought, name)
         if value:
             m = _DECISION_WORD.search(value)
             if m:
                 return _decision(m.group(1))
-    m = re.search(r'"(?:action|actions|decision)"\s*:\s*\[?\s*"([A-Za-z_]+)"', raw)
+    m = re.search(r'"(?:action|actions|decision)"\s*:\s*\[?\s*"([A-Za-z_]+)"', without_thought)
     if m and m.group(1).upper() in _DECISIONS:
         return _decision(m.group(1))
-    without_thought = re.sub(
-        r"<\s*thought\s*>.*?(<\s*/\s*thought\s*>|\Z)", " ", raw, flags=re.IGNORECASE | re.DOTALL
-    )
     m = _DECISION_WORD.search(without_thought)
     return _decision(m.group(1)) if m else "IGNORE"
 

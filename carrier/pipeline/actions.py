@@ -10,8 +10,8 @@ import logging
 from carrier.llm.base import ChatMessage
 from carrier.pipeline.base import HookPoint, Turn, run_hooks
 from carrier.plugins import Action, ActionResult
-from carrier.tools import wrap_untrusted
 from carrier.types import Content, MemoryStatus
+from carrier.untrusted import wrap_untrusted
 
 __all__ = ["MAX_TOOL_ROUNDS", "SILENT_ACTIONS", "ActionManager"]
 
@@ -115,9 +115,12 @@ class ActionManager:
                     turn.current_tool_call = None
                 results.append(result)
                 output = str(result.data.get("output") or f"error: {result.error}")
+                # Escaped and fenced: the output cannot close its <data> element or give orders.
                 messages.append(
                     ChatMessage(
-                        role="tool", tool_call_id=call["id"], content=wrap_untrusted(name, output)
+                        role="tool",
+                        tool_call_id=call["id"],
+                        content=wrap_untrusted(f"tool:{name}", output),
                     )
                 )
             turn.tool_messages += messages

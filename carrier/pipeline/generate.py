@@ -4,13 +4,21 @@ the structured response, and repair it once if the model's output was malformed.
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from carrier.llm.base import ChatMessage, ModelRequest, ModelResult
-from carrier.llm.parse import ParsedResponse, format_instructions, parse_response, repair_prompt
+from carrier.llm.parse import (
+    ParsedResponse,
+    closing_tag,
+    format_instructions,
+    parse_response,
+    repair_prompt,
+)
 from carrier.pipeline.base import HookPoint, Turn, run_hooks
-from carrier.prompts import render, template_for
+from carrier.prompts import prompt_messages, template_for
 from carrier.types import MemoryKind, MemoryStatus
+from carrier.untrusted import unescape
 
 __all__ = ["Generator", "TextStreamExtractor", "offered_tools"]
 
@@ -19,41 +27,72 @@ log = logging.getLogger(__name__)
 
 class TextStreamExtractor:
     """Pulls the ``<text>`` element out of a streamed XML response as it arrives, so the client can
-    show the reply while the model is still writing (the thought is never shown)."""
+    show the reply while the model is still writing (the thought is never shown).
+
+    Fields before it are skipped whole, so a ``<text>`` tag quoted inside the thought (someone's
+    message echoed back) is not taken for the reply; entities are unescaped as the parser does,
+    so what streams is what is stored."""
 
     OPEN, CLOSE = "<text>", "</text>"
+    _FIELD = re.compile(r"<\s*(thought|actions|action|text)\s*>", re.IGNORECASE)
+    _ENTITIES = ("&lt;", "&gt;", "&amp;", "&quot;")
 
     def __init__(self) -> None:
         self.buffer = ""
         self.emitted = 0
         self.started = False
         self.done = False
+        self.text = ""
+        """The reply text streamed so far."""
+        self._cursor = 0
 
     def feed(self, piece: str) -> str:
         """Add a piece of model output; return the new reply text it completes (maybe empty)."""
         self.buffer += piece
         if self.done:
             return ""
-        if not self.started:
-            at = self.buffer.find(self.OPEN)
-            if at < 0:
-                return ""
-            self.started = True
-            self.buffer = self.buffer[at + len(self.OPEN) :]
-            self.emitted = 0
-        end = self.buffer.find(self.CLOSE)
-        if end >= 0:
+        if not self.started and not self._start():
+            return ""
+        close = closing_tag(self.buffer, "text", 0)  # a quoted <text>...</text> is content
+        if close is not None:
             self.done = True
-            out = self.buffer[self.emitted : end]
-            self.emitted = end
-            return out
-        # Hold back what could be the start of "</text>".
+            return self._emit(close.start())
+        # Hold back what could be the start of "</text>", or of an entity.
         safe = len(self.buffer)
         for k in range(1, len(self.CLOSE)):
             if self.buffer.endswith(self.CLOSE[:k]):
                 safe = len(self.buffer) - k
-        out = self.buffer[self.emitted : safe]
-        self.emitted = max(self.emitted, safe)
+        amp = self.buffer.rfind("&", self.emitted, safe)
+        if amp >= 0 and any(
+            e.startswith(self.buffer[amp:safe]) and e != self.buffer[amp:safe]
+            for e in self._ENTITIES
+        ):
+            safe = amp
+        return self._emit(safe)
+
+    def _start(self) -> bool:
+        """Find the ``<text>`` that opens the reply, skipping whole fields before it."""
+        while True:
+            m = self._FIELD.search(self.buffer, self._cursor)
+            if m is None:
+                return False
+            name = m.group(1).lower()
+            if name == "text":
+                self.started = True
+                self.buffer = self.buffer[m.end() :]
+                self.emitted = 0
+                return True
+            close = closing_tag(self.buffer, name, m.end())
+            if close is None:
+                return False  # still inside that field
+            self._cursor = close.end()
+
+    def _emit(self, upto: int) -> str:
+        if upto <= self.emitted:
+            return ""
+        out = unescape(self.buffer[self.emitted : upto])
+        self.emitted = upto
+        self.text += out
         return out
 
 
@@ -86,8 +125,19 @@ class Generator:
         state = turn.state
         values = dict(state.values)
         values["responseFormat"] = format_instructions(state.named_actions)
-        prompt = render(template_for("messageHandlerTemplate", rt.character.templates), values)
-        turn.prompt = [ChatMessage(role="user", content=await self._content(turn, prompt))]
+        # The persona and the rules in the system message; what people wrote (and memory brought
+        # back), escaped and fenced, in the user message (see carrier.prompts).
+        system, data = prompt_messages(
+            template_for("messageHandlerTemplate", rt.character.templates),
+            values,
+            outro=(
+                f"Reply to the last message of the conversation, from {values['senderName']}."
+                if values.get("senderName")
+                else ""
+            ),
+        )
+        data.content = await self._content(turn, str(data.content))
+        turn.prompt = [system, data]
         hook = await run_hooks(
             rt.registry.hooks_for(HookPoint.BEFORE_GENERATE), HookPoint.BEFORE_GENERATE, turn
         )
@@ -95,7 +145,7 @@ class Generator:
             turn.end(f"rejected by hook: {hook.reason}")
             return
         if hook.action == "modify" and hook.text is not None:
-            turn.prompt = [ChatMessage(role="user", content=hook.text)]
+            turn.prompt = [system, ChatMessage(role="user", content=hook.text)]
 
         tools = offered_tools(turn)
         request = ModelRequest(
@@ -144,9 +194,7 @@ class Generator:
                 if out:
                     await turn.on_chunk(out)
             result = rt.model.last_result or ModelResult(text="".join(pieces), model=rt.model.name)
-            turn.trace["streamed_text"] = (
-                extractor.buffer[: extractor.emitted] if extractor.started else ""
-            )
+            turn.trace["streamed_text"] = extractor.text
         else:
             result = await rt.model.generate(request)
         turn.usage.add(result.usage)

@@ -10,14 +10,15 @@ import asyncio
 import logging
 import random
 from dataclasses import dataclass, field
-from datetime import datetime
 
 from carrier.builtin.persona import sample_persona
 from carrier.memory.visibility import Visibility
 from carrier.pipeline.base import Turn
-from carrier.types import Attachment, Memory, MemoryKind, ScoredMemory
+from carrier.prompt_data import conversation, facts_block, format_memories, speaker_labels
+from carrier.types import Memory, MemoryKind, ScoredMemory
+from carrier.untrusted import Speaker, SpeakerLabels, block, clean_name, element
 
-__all__ = ["State", "StateComposer", "format_memories"]
+__all__ = ["State", "StateComposer"]
 
 log = logging.getLogger(__name__)
 
@@ -37,40 +38,9 @@ class State:
     """The actions the model names in its answer (tools are called through tool calling)."""
     sections: dict[str, str] = field(default_factory=dict)
     """Text of each context provider, by name."""
+    labels: SpeakerLabels | None = None
+    """How this turn's prompt names each speaker (see :class:`carrier.untrusted.SpeakerLabels`)."""
     seed: int = 0
-
-
-def _speaker(memory: Memory) -> str:
-    return str(memory.content.metadata.get("speaker") or "someone")
-
-
-def _stamp(when: datetime) -> str:
-    return when.strftime("%Y-%m-%d %H:%M")
-
-
-def _describe_attachment(a: Attachment) -> str:
-    kind = "image" if (a.content_type or "").startswith("image/") else "file"
-    name = a.title or a.content_type or "unnamed"
-    size = f", {a.size / 1024:.0f} KB" if a.size else ""
-    text = f": {a.text[:2000]}" if a.text else ""
-    return f"{kind} {name}{size}{text}"
-
-
-def format_memories(memories: list[Memory]) -> str:
-    """``[time] Name: text`` lines; attachments are listed by title; a conversation summary is
-    ``[time] (summary of N messages) text``, dated at the last message it covers."""
-    lines = []
-    for m in memories:
-        text = m.content.text
-        if m.kind is MemoryKind.SUMMARY:
-            n = m.content.metadata.get("messages", "earlier")
-            lines.append(f"[{_stamp(m.created_at)}] (summary of {n} messages) {text}")
-            continue
-        if m.content.attachments:
-            names = ", ".join(_describe_attachment(a) for a in m.content.attachments)
-            text = f"{text} [attachments: {names}]".strip()
-        lines.append(f"[{_stamp(m.created_at)}] {_speaker(m)}: {text}")
-    return "\n".join(lines)
 
 
 class StateComposer:
@@ -132,21 +102,32 @@ class StateComposer:
         state = State(recent=recent, recalled=recalled, facts=list(reversed(facts)), seed=seed)
         turn.state = state
         values = sample_persona(rt.character, rng)
-        values["senderName"] = turn.message.author.name
-        values["message"] = turn.text
-        values["recentMessages"] = format_memories(recent)
+        # Everything below that people wrote (or memory brought back) is data: escaped, fenced,
+        # speakers as labels (carrier.untrusted); the generator puts it in the user message.
+        labels = await speaker_labels(
+            rt.store,
+            [*recent, *(s.memory for s in recalled)],
+            agent_id=rt.agent_id,
+            agent_name=rt.character.name,
+            agent_names=rt.names,
+            also=[Speaker(turn.entity.id, turn.message.author.name, turn.message.author.username)],
+        )
+        state.labels = labels
+        sender = labels.label(turn.entity.id)
+        values["senderName"] = sender
+        values["message"] = element("message", turn.text, from_=sender)
+        values["recentMessages"] = conversation(
+            recent,
+            labels,
+            platform=turn.room.platform,
+            room=clean_name(turn.room.name, limit=64, fallback=""),
+        )
         if recalled:
-            values["recalled"] = (
-                "\n## Earlier conversations you remember\n"
-                + format_memories([s.memory for s in recalled])
-                + "\n"
+            values["recalled"] = block(
+                "memories", [format_memories([s.memory for s in recalled], labels)]
             )
         if state.facts:
-            values["facts"] = (
-                f"\n## What you know about {turn.message.author.name}\n"
-                + "\n".join(f"- {f.content.text}" for f in state.facts)
-                + "\n"
-            )
+            values["facts"] = facts_block(state.facts, about=sender)
 
         available = []
         for action in rt.registry.actions.values():
@@ -178,9 +159,10 @@ class StateComposer:
             values.update(output.values)
             if output.text:
                 state.sections[provider.name] = output.text
-                extra.append(output.text)
+                # A plugin's section may carry anything it fetched: data, like the rest.
+                extra.append(element("context", output.text, source=provider.name))
         if extra:
-            values["providers"] = "\n" + "\n\n".join(extra) + "\n"
+            values["providers"] = "\n".join(extra)
         state.values = values
         turn.trace["state"] = {
             "seed": seed,

@@ -46,7 +46,7 @@ def weather(base: str) -> dict[str, Any]:
 def tool_model(request: ModelRequest) -> str | ModelResult:
     outputs = [m for m in request.messages if m.role == "tool"]
     if outputs:
-        return xml("The forecast says: " + str(outputs[0].content).split("\n")[1])
+        return xml("The forecast says: " + str(outputs[0].content).split("\n")[1].strip())
     if request.tools:
         return ModelResult(
             text="",

@@ -1,5 +1,5 @@
 """A runtime whose character has knowledge: after a sync, a question about a fact that only the
-knowledge files hold brings that chunk into the prompt, as a <data> block."""
+knowledge files hold brings that chunk into the prompt's data message, as a <fragment>."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from carrier.llm.base import ModelRequest
 from carrier.llm.fake import FunctionModel
 from carrier.memory.sqlite import SQLiteStore
 from carrier.runtime import AgentRuntime
+from carrier.untrusted import unescape
 from tests.knowledge.conftest import make_pdf
 from tests.pipeline.conftest import CHARACTER, dm, xml
 
@@ -22,7 +23,10 @@ def prompt_of(request: ModelRequest) -> str:
 
 
 def data_blocks(request: ModelRequest) -> list[str]:
-    return re.findall(r"<data>(.*?)</data>", prompt_of(request), flags=re.DOTALL)
+    """The knowledge fragments of the request's data message (never in the system message)."""
+    assert "<fragment>" not in str(request.messages[0].content)
+    found = re.findall(r"<fragment>(.*?)</fragment>", str(request.messages[1].content), re.DOTALL)
+    return [unescape(f.replace("\n  ", "\n")) for f in found]
 
 
 @pytest.mark.slow

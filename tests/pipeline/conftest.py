@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -7,11 +8,12 @@ from typing import Any
 import pytest
 
 from carrier.character import Character
-from carrier.llm.base import ModelProvider
+from carrier.llm.base import ModelProvider, ModelRequest
 from carrier.memory.fake import HashEmbedder
 from carrier.memory.sqlite import SQLiteStore
 from carrier.runtime import AgentRuntime
 from carrier.types import Author, Channel, Message, RoomKind
+from carrier.untrusted import unescape
 
 CHARACTER = {
     "name": "Harbor",
@@ -31,6 +33,41 @@ CHARACTER = {
         ],
     ],
 }
+
+
+def system_text(request: ModelRequest) -> str:
+    """The system message of a request (the persona and the rules)."""
+    [system] = [m for m in request.messages if m.role == "system"]
+    assert isinstance(system.content, str)
+    return system.content
+
+
+def data_text(request: ModelRequest) -> str:
+    """The data message of a request: its first user message (the text part, with images)."""
+    user = next(m for m in request.messages if m.role == "user")
+    if isinstance(user.content, str):
+        return user.content
+    return "".join(str(p.get("text", "")) for p in user.content if p.get("type") == "text")
+
+
+def section(text: str, tag: str) -> str:
+    """What lies inside the first ``<tag ...>`` element of a prompt ("" when there is none)."""
+    m = re.search(rf"<{tag}(?: [^>]*)?>(.*?)</{tag}>", text, re.DOTALL)
+    return m.group(1) if m else ""
+
+
+_MESSAGE = re.compile(r'<message from="([^"]*)"[^>]*>(.*?)</message>', re.DOTALL)
+
+
+def said(text: str) -> list[tuple[str, str]]:
+    """(speaker label, text) of the ``<message>`` elements in ``text``, unescaped."""
+    return [(who, unescape(re.sub(r"\n  ", "\n", body))) for who, body in _MESSAGE.findall(text)]
+
+
+def tool_output(content: object) -> str:
+    """The output inside a tool message's ``<data>`` element, as the tool returned it."""
+    body = section(str(content), "data").strip("\n")
+    return unescape("\n".join(line.removeprefix("  ") for line in body.split("\n")))
 
 
 def xml(text: str, actions: str = "REPLY", thought: str = "thinking") -> str:

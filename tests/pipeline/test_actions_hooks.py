@@ -14,7 +14,7 @@ from carrier.llm.fake import FunctionModel, ScriptedModel
 from carrier.pipeline.base import HookPoint, HookResult, Turn
 from carrier.plugins import Action, ActionResult, ContextProvider, Evaluator, Plugin, ProviderOutput
 from carrier.types import MemoryKind, MemoryStatus, RoomState
-from tests.pipeline.conftest import dm, group, xml
+from tests.pipeline.conftest import data_text, dm, group, said, section, system_text, xml
 
 
 async def test_action_ignore_sends_nothing(make_runtime) -> None:
@@ -90,7 +90,7 @@ async def test_hook_modify_points_change_text(make_runtime) -> None:
     model = FunctionModel(lambda r: xml("hey @everyone look"))
     plugin = Plugin(name="mod", hooks=[(p, hook) for p in HookPoint])
     result = await make_runtime(model, plugins=[plugin]).handle(dm("darn it"))
-    assert "Ana: **** it" in str(model.requests[0].messages[0].content)
+    assert said(section(data_text(model.requests[0]), "conversation")) == [("Ana", "**** it")]
     assert [m.content.text for m in result.replies] == ["hey everyone look"]
     assert seen == [
         "before_inbound",
@@ -128,7 +128,10 @@ async def test_plugin_registers_all_or_nothing_and_unloads(make_runtime) -> None
     runtime = make_runtime(model, plugins=[plugin])
     result = await runtime.handle(dm("hi"))
     assert [m.content.text for m in result.replies] == ["hello", "*waves*"]
-    assert "Sunny in the harbor." in str(model.requests[0].messages[0].content)
+    # A plugin's section is data (it may carry anything the plugin fetched), not instructions.
+    request = model.requests[0]
+    assert "Sunny in the harbor." in section(data_text(request), "context")
+    assert "Sunny" not in system_text(request)
 
     clash = Plugin(
         name="clash",
@@ -161,7 +164,8 @@ async def test_fact_extraction_stores_facts_once(make_runtime, store) -> None:
     entity = await store.get_entity(facts[0].entity_id)
     assert entity is not None and "Ana" in entity.names
     result = await runtime.handle(dm("what do you know about me?"))
-    assert "Ana works on a roguelike" in str(runtime.model.requests[-1].messages[0].content)
+    facts = section(data_text(runtime.model.requests[-1]), "facts")  # type: ignore[attr-defined]
+    assert "<fact>Ana works on a roguelike</fact>" in facts
     assert result.replies
 
 

@@ -13,7 +13,7 @@ from carrier.llm.fake import FunctionModel
 from carrier.memory.rights import entity_id_for
 from carrier.runtime import AgentRuntime
 from carrier.types import MemoryKind, MemoryStatus, stable_id
-from tests.pipeline.conftest import CHARACTER, dm, group, xml
+from tests.pipeline.conftest import CHARACTER, data_text, dm, group, section, tool_output, xml
 
 Call = tuple[str, dict[str, Any]]
 
@@ -39,7 +39,7 @@ def tool_model(calls: Callable[[str], list[Call]], outputs: list[dict[str, Any]]
                 )
             return xml("ok")
         for message in tool_messages:
-            body = str(message.content).split("\n")[1]
+            body = tool_output(message.content)
             outputs.append(json.loads(body) if body.startswith("{") else {"error": body})
         return xml("done")
 
@@ -111,9 +111,9 @@ async def test_memory_write_about_sender_and_room(make_runtime, store) -> None:
     assert note is not None and note.entity_id == stable_id(runtime.agent_id, "agent")
 
     await runtime.handle(dm("what do you know?"))
-    prompt = str([r for r in model.requests if r.purpose == "response"][-1].messages[0].content)
-    assert "## What you know about Ana\n- Ana prefers green tea." in prompt
-    assert "## Your notes about this room\n- This room plans a jam in May." in prompt
+    prompt = data_text([r for r in model.requests if r.purpose == "response"][-1])
+    assert '<facts about="Ana">\n<fact>Ana prefers green tea.</fact>\n</facts>' in prompt
+    assert section(prompt, "notes") == "\n<note>This room plans a jam in May.</note>\n"
 
 
 async def test_memory_tool_bad_arguments_reach_the_model(make_runtime) -> None:

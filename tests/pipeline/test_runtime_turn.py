@@ -10,7 +10,7 @@ from carrier.llm.base import ModelRequest
 from carrier.llm.fake import FunctionModel, ScriptedModel
 from carrier.runtime import AgentRuntime
 from carrier.types import Author, Channel, MemoryStatus, Message, RoomKind
-from tests.pipeline.conftest import dm, xml
+from tests.pipeline.conftest import data_text, dm, said, section, system_text, xml
 
 
 async def test_runtime_turn_runs_all_five_stages(make_runtime, store) -> None:
@@ -34,12 +34,14 @@ async def test_runtime_turn_runs_all_five_stages(make_runtime, store) -> None:
     assert (
         set(state["sections"]) == set()
     )  # built-in providers fill template values, not extra sections
-    # 3 generation: the prompt carries the persona and the message; the answer was parsed
-    prompt = model.requests[0].messages[0].content
-    assert isinstance(prompt, str)
-    assert "# You are Harbor" in prompt and "Harbor hosts a game-dev community." in prompt
-    assert "Ana: hello there" in prompt
-    assert "<response>" in prompt  # the response format instructions
+    # 3 generation: the persona and the rules in the system message, the message as data in the
+    # user message; the answer was parsed
+    assert [m.role for m in model.requests[0].messages] == ["system", "user"]
+    system, data = system_text(model.requests[0]), data_text(model.requests[0])
+    assert "# You are Harbor" in system and "Harbor hosts a game-dev community." in system
+    assert "<response>" in system  # the response format instructions
+    assert said(section(data, "conversation")) == [("Ana", "hello there")]
+    assert "hello there" not in system and "Ana" not in system
     assert result.trace["generate"]["thought"] == "a newcomer says hi"
     assert result.trace["generate"]["actions"] == ["REPLY"]
     # 4 actions: REPLY ran, one outbound message
@@ -155,9 +157,8 @@ async def test_runtime_turn_second_message_sees_the_first(make_runtime) -> None:
     runtime = make_runtime(model)
     await runtime.handle(dm("my cat is called Pixel"))
     await runtime.handle(dm("what is my cat called?"))
-    prompt = str(model.requests[-1].messages[0].content)
-    assert "Ana: my cat is called Pixel" in prompt
-    assert "Harbor: noted" in prompt
+    conversation = said(section(data_text(model.requests[-1]), "conversation"))
+    assert conversation[:2] == [("Ana", "my cat is called Pixel"), ("Harbor (you)", "noted")]
 
 
 async def test_runtime_turn_recalls_older_memories_semantically(make_runtime, store) -> None:
@@ -170,7 +171,8 @@ async def test_runtime_turn_recalls_older_memories_semantically(make_runtime, st
     recalled = result.trace["state"]["recalled"]
     texts = [(await store.get_memory(i)).content.text for i in recalled]  # type: ignore[union-attr]
     assert "my favourite engine is godot for pixel art games" in texts
-    assert "Earlier conversations you remember" in str(model.requests[-1].messages[0].content)
+    remembered = said(section(data_text(model.requests[-1]), "memories"))
+    assert ("Ana", "my favourite engine is godot for pixel art games") in remembered
 
 
 async def test_runtime_turn_messages_of_other_agents_are_not_recalled(
@@ -229,16 +231,17 @@ async def test_runtime_turn_images_reach_a_vision_model_as_image_parts(make_runt
 
     seeing = FunctionModel(lambda r: xml("Lovely cat."), vision=True)
     await make_runtime(seeing).handle(message)
-    content = seeing.requests[0].messages[0].content
+    content = seeing.requests[0].messages[1].content  # the data message carries the image
     assert isinstance(content, list)
     assert content[1] == {"type": "image_url", "image_url": {"url": "https://cdn.example/cat.png"}}
+    assert isinstance(seeing.requests[0].messages[0].content, str)
 
     blind = FunctionModel(lambda r: xml("I can't see it, but I bet it's lovely."))
     message.platform_message_id = None
     await make_runtime(blind).handle(message)
-    prompt = blind.requests[0].messages[0].content
+    prompt = blind.requests[0].messages[1].content
     assert isinstance(prompt, str)
-    assert "[attachments: image cat.png, 51 KB]" in prompt
+    assert '<attachment kind="image" name="cat.png" size="51 KB"></attachment>' in prompt
 
 
 async def test_runtime_observe_stores_without_a_turn_and_never_supersedes(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 
 from carrier.builtin.summaries import ConversationSummarizer
@@ -11,17 +10,15 @@ from carrier.llm.fake import FunctionModel
 from carrier.llm.offline import OfflineProvider
 from carrier.memory.fake import HashEmbedder
 from carrier.memory.rights import entity_id_for, forget_entity
-from carrier.pipeline.state import format_memories
+from carrier.prompt_data import format_memories
 from carrier.types import Content, Memory, MemoryKind
-from tests.pipeline.conftest import dm, group, xml
-
-_LINE = re.compile(r"^\[[^\]]+\] ([^:]+): (.*)$")
+from carrier.untrusted import SpeakerLabels
+from tests.pipeline.conftest import data_text, dm, group, said, section, system_text, xml
 
 
 def messages_in(prompt: str) -> list[tuple[str, str]]:
-    """(speaker, text) of the lines a summary prompt asks to summarize."""
-    block = prompt.split("## Messages to summarize\n", 1)[1].split("\n\n", 1)[0]
-    return [m.groups() for m in map(_LINE.match, block.splitlines()) if m]  # type: ignore[misc]
+    """(speaker, text) of the messages a summary prompt's data message asks to summarize."""
+    return said(section(prompt, "conversation"))
 
 
 def summarize(prompt: str) -> str:
@@ -34,7 +31,7 @@ def summarize(prompt: str) -> str:
 def model_for(answer: str = "Noted.") -> FunctionModel:
     def fn(request: ModelRequest) -> str:
         if request.purpose == "summary":
-            return summarize(str(request.messages[0].content))
+            return summarize(data_text(request))
         if request.purpose == "facts":
             return "[]"
         return xml(answer)
@@ -43,7 +40,8 @@ def model_for(answer: str = "Noted.") -> FunctionModel:
 
 
 def response_prompts(model: FunctionModel) -> list[str]:
-    return [str(r.messages[0].content) for r in model.requests if r.purpose == "response"]
+    """The data messages of the response requests (the system message holds no memories)."""
+    return [data_text(r) for r in model.requests if r.purpose == "response"]
 
 
 async def summaries_of(store, agent_id: str, room_id: str | None = None) -> list[Memory]:
@@ -74,8 +72,10 @@ async def test_summary_recalls_a_fact_from_200_messages_ago(make_runtime, store)
     prompt = response_prompts(model)[-1]
     assert result.trace["state"]["recent"] == 20
     assert key.id in result.trace["state"]["recalled"]
-    assert "(summary of" in prompt and key.content.text in prompt
-    assert "Biscuit" not in prompt.split("## Conversation so far")[1]  # not in the recent window
+    recalled = section(prompt, "memories")
+    assert "<summary " in recalled and key.content.text in recalled
+    assert "Biscuit" not in section(prompt, "conversation")  # not in the recent window
+    assert "Biscuit" not in system_text([r for r in model.requests if r.purpose == "response"][-1])
 
 
 async def test_summaries_never_cover_a_message_twice(make_runtime, store) -> None:
@@ -116,9 +116,9 @@ async def test_latest_summaries_are_shown_in_the_prompt(make_runtime, store) -> 
     assert summaries
     await runtime.handle(dm("zzz"))
     prompt = response_prompts(model)[-1]
-    section = prompt.split("## Earlier in this conversation\n")[1].split("\n\n")[0]
-    assert summaries[0].content.text in section
-    assert section.count("- (") == min(len(summaries), 2)
+    shown = section(prompt, "summaries")
+    assert summaries[0].content.text in shown
+    assert shown.count("<summary span=") == min(len(summaries), 2)
 
 
 async def test_a_turn_reads_the_latest_summaries_once(make_runtime, store, monkeypatch) -> None:
@@ -151,16 +151,16 @@ async def test_summary_prompt_carries_the_previous_summary(make_runtime) -> None
     await runtime.handle(dm("My bike is named Rocket."))
     for i in range(6):
         await runtime.handle(dm(f"chat {i}"))
-    prompts = [str(r.messages[0].content) for r in model.requests if r.purpose == "summary"]
+    prompts = [data_text(r) for r in model.requests if r.purpose == "summary"]
     assert len(prompts) >= 2
-    assert "(none)" in prompts[0]
-    assert "Ana said: My bike is named Rocket." in prompts[1].split("## Messages")[0]
+    assert section(prompts[0], "previous_summary") == "(none)"
+    assert section(prompts[1], "previous_summary") == "Ana said: My bike is named Rocket."
 
 
 async def test_summaries_in_group_rooms_include_ignored_traffic(make_runtime, store) -> None:
     def fn(request: ModelRequest) -> str:
         if request.purpose == "summary":
-            return summarize(str(request.messages[0].content))
+            return summarize(data_text(request))
         if request.purpose == "should_respond":
             return "IGNORE"
         return "[]"
@@ -245,7 +245,10 @@ def test_format_memories_renders_summaries() -> None:
         kind=MemoryKind.SUMMARY,
         content=Content(text="Ana likes boats.", metadata={"messages": 12}),
     )
-    assert format_memories([summary]).endswith("] (summary of 12 messages) Ana likes boats.")
+    labels = SpeakerLabels(agent_id="agent", agent_name="Harbor")
+    rendered = format_memories([summary], labels)
+    assert rendered.startswith('<summary messages="12" at="')
+    assert rendered.endswith('">Ana likes boats.</summary>')
 
 
 def test_summarizer_rejects_bad_settings() -> None:

@@ -141,7 +141,7 @@ async def test_answering_mention_only_mode_keeps_the_conversation(harness: Harne
     await h.settle()
 
     assert [s.content for s in h.fake.sent] == ["echo: what is the theme?"]
-    prompt = h.model.requests[-1].messages[0].content
+    prompt = h.model.requests[-1].messages[1].content  # the data message: the conversation
     assert isinstance(prompt, str) and "the jam theme is lighthouses" in prompt
     found = await h.store.get_memories(agent_id=h.runtime.agent_id, entity_id=h.entity(h.ana))
     assert [m.content.text for m in found] == ["the jam theme is lighthouses"]
