@@ -257,9 +257,11 @@ async def test_caption_hashtags_are_capped(store: SQLiteStore) -> None:
     assert "#" not in await write(store, model, max_hashtags=0)
     [first, *_] = model.requests
     assert first.purpose == "caption" and first.query == "ferry"
-    prompt = str(first.messages[-1].content)
+    assert [m.role for m in first.messages] == ["system", "user"]
+    prompt = str(first.messages[0].content)  # the persona and the rules
     assert "at most 5 hashtags" in prompt and "lowercase, short lines" in prompt
     assert "fog came in at six" in prompt and "slow travel" in prompt
+    assert '<media kind="photo" file="ferry.jpg"></media>' in str(first.messages[1].content)
 
 
 async def test_caption_too_similar_to_a_recent_post_is_written_again_once(
@@ -278,8 +280,10 @@ async def test_caption_too_similar_to_a_recent_post_is_written_again_once(
     )
     assert written.text.startswith("blue hour") and written.attempts == 2
     assert written.similarity < 0.9
-    second = str(model.requests[1].messages[-1].content)
-    assert "too close to a recent post" in second and recent in second
+    system, data = (str(m.content) for m in model.requests[1].messages)
+    assert "too close to a recent post" in system and recent not in system
+    assert f"<recent_captions>\n<caption>{recent}</caption>\n</recent_captions>" in data
+    assert f"<last_caption>{recent}</last_caption>" in data
     assert model.requests[1].query != model.requests[0].query  # another topic for offline
 
 
@@ -311,7 +315,7 @@ async def test_caption_too_long_is_written_again_then_refused(store: SQLiteStore
     long = "light " * 400
     model = ScriptedModel([long, "short this time."])
     assert await write(store, model) == "short this time."
-    assert "Write a much shorter one" in str(model.requests[1].messages[-1].content)
+    assert "Write a much shorter one" in str(model.requests[1].messages[0].content)
     with pytest.raises(CaptionRejected, match="at most 2200 are allowed"):
         await write(store, FunctionModel(lambda r: long))
     with pytest.raises(CaptionRejected, match="empty caption"):
@@ -349,6 +353,8 @@ async def test_caption_template_can_be_overridden_by_the_character(store: SQLite
         agent_id=AGENT,
         request=request(),
     )
-    assert str(model.requests[0].messages[-1].content) == (
-        "Caption A photo (file: ferry.jpg) as Lumen.\n"
+    system, data = model.requests[0].messages
+    assert system.role == "system" and system.content == (
+        "Caption the media described in the user message, inside <media> as Lumen.\n"
     )
+    assert '<media kind="photo" file="ferry.jpg"></media>' in str(data.content)

@@ -244,8 +244,9 @@ async def test_plan_dry_run_records_the_would_be_post_and_publishes_nothing(
     # The caption came from the agent's model, asked for a caption with the file's notes.
     [request] = [r for r in w.model.requests if r.purpose == "caption"]
     assert "the Cacilhas ferry" in request.query
-    prompt = str(request.messages[-1].content)
+    prompt = str(request.messages[0].content)  # the persona and the rules
     assert "lowercase, short lines" in prompt and "slow travel" in prompt
+    assert "the Cacilhas ferry" in str(request.messages[1].content)  # the notes: data
     # A rehearsal does not use up the real library.
     library = w.client.library
     assert library is not None
@@ -390,7 +391,7 @@ async def test_plan_too_similar_caption_fails_the_job_clearly(
     assert w.graph.publish_calls == 1
     calls = [r for r in w.model.requests if r.purpose == "caption"]
     assert len(calls) == 3  # one for the first post, two (write, rewrite once) for the second
-    assert "too close to a recent post" in str(calls[-1].messages[-1].content)
+    assert "too close to a recent post" in str(calls[-1].messages[0].content)
 
 
 async def test_upload_is_queued_posted_with_its_caption_and_marked_processed(
