@@ -3,8 +3,9 @@
 :class:`AuditMiddleware` is plain ASGI and sits outermost, so it sees what the routes answer and
 what the other middleware refuse (a body too large, a foreign Origin) alike. For each POST, PUT,
 PATCH and DELETE it records an ``api.call`` event when the response starts, before the client
-reads a byte of it: who (the token's name from ``request.state.principal``, set by the auth
-dependency; ``anonymous`` when no valid token came), the method and route template
+reads a byte of it: who (``admin``, or ``token:<name>`` for a per-agent token, from the
+principal the auth dependency keeps on ``request.state``; ``anonymous`` when no valid token came),
+the method and route template
 (``POST /agents/{agent_id}/start``), the concrete path, the agent id, the status code and the
 client's address. Never a body, a header or a query string. Around the call it says who acts
 (:func:`carrier.audit.context.acting`), so the events recorded inside it (an agent's start, a
@@ -39,6 +40,14 @@ ANONYMOUS_RATE = 0.5
 """Anonymous refusals recorded per second and client address, after the burst."""
 
 
+def _actor(who: Any) -> str | None:
+    """``admin`` for the admin token, ``token:<name>`` for a per-agent token (a name of its own
+    could be ``admin``), None before authentication."""
+    if who is None:
+        return None
+    return str(who.name) if who.admin else f"token:{who.name}"
+
+
 def _result(status: int) -> str:
     if status < 400:
         return AuditResult.OK
@@ -65,7 +74,7 @@ class AuditMiddleware:
         state: dict[str, Any] = scope.setdefault("state", {})
 
         def actor() -> str | None:
-            return getattr(state.get("principal"), "name", None)
+            return _actor(state.get("principal"))
 
         async def send_and_record(message: Message) -> None:
             nonlocal recorded
@@ -109,7 +118,7 @@ class AuditMiddleware:
             detail["client"] = address
         await self.audit().record(
             AuditKind.API_CALL,
-            actor=getattr(who, "name", None) or "anonymous",
+            actor=_actor(who) or "anonymous",
             agent_id=str(agent_id) if agent_id is not None else None,
             action=f"{method} {route or '(no route)'}",
             target=str(scope.get("path", ""))[:300],

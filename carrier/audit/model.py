@@ -89,9 +89,9 @@ class AuditEvent(BaseModel):
     kind: str = Field(pattern=KIND_PATTERN, max_length=64)
     """An :class:`AuditKind` value (or another ``area.action`` name)."""
     actor: str | None = Field(default=None, max_length=200)
-    """Who: an API token's name (``admin``, ``local``, a per-agent token's name, ``anonymous``
-    when none was valid), ``cli:<user>`` for a command, ``discord:<user> (<id>)``, ``system`` for
-    a scheduled job."""
+    """Who: ``admin`` (the admin token), ``token:<name>`` (a per-agent token), ``anonymous`` (no
+    valid token), ``cli:<user>`` for a command, ``discord:<user> (<id>)``, ``system`` for a
+    scheduled job."""
     agent_id: str | None = Field(default=None, max_length=200)
     action: str = Field(default="", max_length=300)
     """What, in a few words: ``POST /agents/{agent_id}/start``, ``start``, ``forget``."""

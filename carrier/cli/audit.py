@@ -27,7 +27,7 @@ def audit(
     ] = None,
     actor: Annotated[
         str | None,
-        typer.Option(help="Only this actor: a token's name, anonymous, cli:<user>, system."),
+        typer.Option(help="Only this actor: admin, token:<name>, anonymous, cli:<user>, system."),
     ] = None,
     kind: Annotated[
         list[str] | None,

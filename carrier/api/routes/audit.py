@@ -2,9 +2,10 @@
 
 The log is the host's (``manager.services["audit"]``, opened by ``carrier run`` and
 ``carrier serve``); a server without one answers 409 ``audit_unavailable``. Filters combine:
-``agent_id``, ``actor`` (a token's name, ``anonymous``, ``cli:<user>``, ``system``), ``kind``
-(repeatable: any of them), ``since`` (inclusive) and ``until`` (exclusive). The next, older page
-is ``?cursor=<next_cursor>`` with the same filters; ``next_cursor`` is null on the last page.
+``agent_id``, ``actor`` (``admin``, ``token:<name>``, ``anonymous``, ``cli:<user>``,
+``system``), ``kind`` (repeatable: any of them), ``since`` (inclusive) and ``until`` (exclusive).
+The next, older page is ``?cursor=<next_cursor>`` with the same filters; ``next_cursor`` is null
+on the last page.
 """
 
 from __future__ import annotations
