@@ -300,9 +300,15 @@ class AgentRuntime:
         """Delete what this agent keeps of a person: their memories, the agent's replies to them,
         summaries that retell them, their entity record (see
         :func:`carrier.memory.rights.forget_entity`)."""
+        from carrier.audit.base import audit_from
         from carrier.memory.rights import forget_entity
 
-        report = await forget_entity(self.store, agent_id=self.agent_id, entity_id=entity_id)
+        report = await forget_entity(
+            self.store,
+            agent_id=self.agent_id,
+            entity_id=entity_id,
+            audit=audit_from(self.services),
+        )
         self.message_manager.forget(entity_id)  # their records are gone: written anew next time
         return report
 
