@@ -2,7 +2,9 @@
 
 Each job is claimed by one ``find_one_and_update``: the filter says what is claimable, the sort
 picks the job due first, the update leases it. The server applies it to one document atomically,
-so two workers, in any processes, never lease the same job.
+so two workers, in any processes, never lease the same job. Jobs whose worker was lost (held
+under an expired lease) are taken over first, counting a crash; then due pending jobs are
+claimed, counting an attempt.
 
 A concurrency limit (``max_active``) needs more: SQLite counts the live leases and claims in one
 transaction, but here another worker could claim between our count and our claim. So each job
@@ -25,7 +27,7 @@ from pymongo.errors import DuplicateKeyError
 from carrier.jobs import _mongo_codec as codec
 from carrier.jobs import transitions as t
 from carrier.jobs.errors import JobStateError
-from carrier.jobs.model import Job, JobState
+from carrier.jobs.model import ACTIVE_STATES, Job
 
 __all__ = ["claim", "lose", "lost_ids"]
 
@@ -71,6 +73,7 @@ async def _claim_each(
     nothing is claimable. A slot another worker took meanwhile is skipped: the unique index
     refused that claim, so nothing changed."""
     claimed: list[Job] = []
+    expired_left = True  # until a takeover finds nothing: then only due jobs are left
     for slot in slots:
         if len(claimed) >= limit:
             break
@@ -79,13 +82,23 @@ async def _claim_each(
                 codec.stale_slot_filter(slot, at),
                 {"$unset": {codec.SLOT: ""}, "$inc": {codec.VERSION: 1}},
             )
+        doc = None
         try:
-            doc = await jobs.find_one_and_update(
-                codec.claimable_filter(kinds, at),
-                codec.claim_update(worker_id, at, lease_s, slot),
-                sort=codec.CLAIM_ORDER,
-                return_document=ReturnDocument.AFTER,
-            )
+            if expired_left:
+                doc = await jobs.find_one_and_update(
+                    codec.expired_filter(kinds, at),
+                    codec.takeover_update(worker_id, at, lease_s, slot),
+                    sort=codec.CLAIM_ORDER,
+                    return_document=ReturnDocument.AFTER,
+                )
+                expired_left = doc is not None
+            if doc is None:
+                doc = await jobs.find_one_and_update(
+                    codec.due_filter(kinds, at),
+                    codec.claim_update(worker_id, at, lease_s, slot),
+                    sort=codec.CLAIM_ORDER,
+                    return_document=ReturnDocument.AFTER,
+                )
         except DuplicateKeyError:
             continue
         if doc is None:
@@ -95,20 +108,21 @@ async def _claim_each(
 
 
 async def lost_ids(jobs: Jobs, kinds: Sequence[str], at: datetime) -> list[str]:
-    """Jobs whose lease expired during their last attempt: a claim fails them (with :func:`lose`)
-    instead of leasing them again."""
+    """Jobs held under an expired lease that used up their crash budget: a claim fails them
+    (with :func:`lose`) instead of taking them over."""
     return [
         doc["_id"] for doc in await jobs.find(codec.lost_filter(kinds, at), {"_id": 1}).to_list()
     ]
 
 
 def lose(at: datetime) -> Callable[[Job], Job]:
-    """The change that fails a lost job, by the rule of :func:`carrier.jobs.transitions.claim`;
-    :class:`JobStateError` if it is no longer lost (renewed, retried or taken over since)."""
+    """The change that ends a lost job (failed, or succeeded with a warning if committed) by the
+    rule of :func:`carrier.jobs.transitions.claim`; :class:`JobStateError` if it is no longer
+    lost (renewed, retried or taken over since)."""
 
     def change(job: Job) -> Job:
-        changed = t.claim(job, worker_id="-", now=at, lease_s=0)  # no lease given: it fails
-        if changed.state is not JobState.FAILED:
+        changed = t.claim(job, worker_id="-", now=at, lease_s=0)  # over budget: it ends
+        if changed.state in ACTIVE_STATES:
             raise JobStateError(job.id, job.state, "fail it (its lease is live again)")
         return changed
 

@@ -7,7 +7,7 @@ the attempts, ``$push`` the history event) instead of a read and a write.
 - Times: integer microseconds since the epoch, UTC (``<name>_us``), as in SQLite's job tables:
   comparisons are exact (BSON dates hold milliseconds). No BSON date copies as the memory store
   keeps: they would slow every claim on servers that scan documents (SecantusDB decodes each).
-- ``payload`` and ``result`` are JSON text: any JSON the SQLite store takes (keys with ``$`` or
+- ``payload``, ``result`` and ``progress`` are JSON text: any JSON the SQLite store takes (keys with ``$`` or
   ``.``, integers wider than 64 bits) round-trips unchanged.
 - ``v``: a version, bumped by every write; a read-modify-write writes only over the version it
   read (compare-and-set). ``seq``: an ObjectId made on insert, the tie-breaker of equal times.
@@ -29,6 +29,7 @@ from bson import ObjectId
 
 from carrier.jobs.model import ACTIVE_STATES, HISTORY_LIMIT, Job, JobEvent, JobState
 from carrier.jobs.schedule import Schedule
+from carrier.jobs.transitions import TAKEOVER_NOTE
 from carrier.types import from_us, to_us
 
 __all__ = [
@@ -39,7 +40,8 @@ __all__ = [
     "VERSION",
     "active_filter",
     "claim_update",
-    "claimable_filter",
+    "due_filter",
+    "expired_filter",
     "from_us",
     "job_doc",
     "job_fields",
@@ -50,6 +52,7 @@ __all__ = [
     "schedule_progress",
     "slot_name",
     "stale_slot_filter",
+    "takeover_update",
     "to_us",
 ]
 
@@ -88,13 +91,15 @@ def _event_doc(event: JobEvent) -> Document:
 
 def job_fields(job: Job) -> Document:
     """Every field of ``job`` as stored (the ``$set`` of a read-modify-write)."""
-    data = job.model_dump(mode="json", include={"payload", "result"})
+    data = job.model_dump(mode="json", include={"payload", "result", "progress"})
     return {
         "kind": job.kind,
         "agent_id": job.agent_id,
         "state": str(job.state),
         "attempts": job.attempts,
         "max_attempts": job.max_attempts,
+        "crashes": job.crashes,
+        "max_crashes": job.max_crashes,
         **_stamp("run", job.run_at),
         "lease_owner": job.lease_owner,
         **_stamp("lease_expires", job.lease_expires_at),
@@ -107,6 +112,8 @@ def job_fields(job: Job) -> Document:
         **_stamp("updated", job.updated_at),
         "payload": _json(data["payload"]),
         "result": _json(data["result"]) if job.result is not None else None,
+        "progress": _json(data["progress"]) if job.progress is not None else None,
+        "committed": job.committed,
         "history": [_event_doc(event) for event in job.history],
     }
 
@@ -118,6 +125,7 @@ def job_doc(job: Job) -> Document:
 
 def job_from_doc(doc: Mapping[str, Any]) -> Job:
     result = doc.get("result")
+    progress = doc.get("progress")
     return Job(
         id=doc["_id"],
         kind=doc["kind"],
@@ -126,11 +134,15 @@ def job_from_doc(doc: Mapping[str, Any]) -> Job:
         state=JobState(doc["state"]),
         attempts=doc["attempts"],
         max_attempts=doc["max_attempts"],
+        crashes=doc.get("crashes", 0),
+        max_crashes=doc.get("max_crashes", Job.model_fields["max_crashes"].default),
         run_at=from_us(doc["run_us"]),
         lease_owner=doc.get("lease_owner"),
         lease_expires_at=_time(doc, "lease_expires"),
         last_error=doc.get("last_error"),
         result=json.loads(result) if result is not None else None,
+        progress=json.loads(progress) if progress is not None else None,
+        committed=bool(doc.get("committed", False)),
         idempotency_key=doc.get("idempotency_key"),
         timeout_s=doc.get("timeout_s"),
         approved_at=_time(doc, "approved"),
@@ -150,34 +162,37 @@ def job_from_doc(doc: Mapping[str, Any]) -> Job:
 
 
 # -- claiming ----------------------------------------------------------------------------------
-def _has_attempts_left(left: bool) -> Document:
-    return {"$expr": {"$lt" if left else "$gte": ["$attempts", "$max_attempts"]}}
+def _crash_budget_left(left: bool) -> Document:
+    return {"$expr": {"$lt" if left else "$gte": ["$crashes", "$max_crashes"]}}
 
 
-def claimable_filter(kinds: Sequence[str], now: datetime) -> Document:
-    """Jobs :func:`carrier.jobs.transitions.claim` leases: due and pending, or held under an
-    expired lease with an attempt left (the others fail instead, see :func:`lost_filter`)."""
-    now_us = to_us(now)
+def due_filter(kinds: Sequence[str], now: datetime) -> Document:
+    """Pending jobs that are due: :func:`claim_update` starts an attempt of one."""
     return {
         "kind": {"$in": list(kinds)},
-        "$or": [
-            {"state": str(JobState.PENDING), "run_us": {"$lte": now_us}},
-            {
-                "state": {"$in": HELD},
-                "lease_expires_us": {"$lte": now_us},
-                **_has_attempts_left(True),
-            },
-        ],
+        "state": str(JobState.PENDING),
+        "run_us": {"$lte": to_us(now)},
     }
 
 
-def lost_filter(kinds: Sequence[str], now: datetime) -> Document:
-    """Jobs whose lease expired during their last attempt: a claim fails them."""
+def expired_filter(kinds: Sequence[str], now: datetime) -> Document:
+    """Jobs held under an expired lease with crash budget left: :func:`takeover_update` takes
+    one over (the others fail instead, see :func:`lost_filter`)."""
     return {
         "kind": {"$in": list(kinds)},
         "state": {"$in": HELD},
         "lease_expires_us": {"$lte": to_us(now)},
-        **_has_attempts_left(False),
+        **_crash_budget_left(True),
+    }
+
+
+def lost_filter(kinds: Sequence[str], now: datetime) -> Document:
+    """Jobs held under an expired lease that used up their crash budget: a claim fails them."""
+    return {
+        "kind": {"$in": list(kinds)},
+        "state": {"$in": HELD},
+        "lease_expires_us": {"$lte": to_us(now)},
+        **_crash_budget_left(False),
     }
 
 
@@ -190,11 +205,11 @@ def active_filter(kinds: Sequence[str], now: datetime) -> Document:
     }
 
 
-def claim_update(worker_id: str, now: datetime, lease_s: float, slot: str | None) -> Document:
-    """:func:`carrier.jobs.transitions.claim` of a claimable job with an attempt left, as update
-    operators (``tests/jobs/test_mongo_store.py`` checks that both give the same job)."""
+def _lease_update(
+    worker_id: str, now: datetime, lease_s: float, slot: str | None, *, note: str | None, inc: str
+) -> Document:
     expires = now + timedelta(seconds=lease_s)
-    event = JobEvent(at=now, state=JobState.CLAIMED, worker=worker_id)
+    event = JobEvent(at=now, state=JobState.CLAIMED, note=note, worker=worker_id)
     update: Document = {
         "$set": {
             "state": str(JobState.CLAIMED),
@@ -202,12 +217,24 @@ def claim_update(worker_id: str, now: datetime, lease_s: float, slot: str | None
             **_stamp("lease_expires", expires),
             **_stamp("updated", now),
         },
-        "$inc": {"attempts": 1, VERSION: 1},
+        "$inc": {inc: 1, VERSION: 1},
         "$push": {"history": {"$each": [_event_doc(event)], "$slice": -HISTORY_LIMIT}},
     }
     if slot is not None:
         update["$set"][SLOT] = slot
     return update
+
+
+def claim_update(worker_id: str, now: datetime, lease_s: float, slot: str | None) -> Document:
+    """:func:`carrier.jobs.transitions.claim` of a due pending job (an attempt counted), as
+    update operators (``tests/jobs/test_mongo_store.py`` checks that both give the same job)."""
+    return _lease_update(worker_id, now, lease_s, slot, note=None, inc="attempts")
+
+
+def takeover_update(worker_id: str, now: datetime, lease_s: float, slot: str | None) -> Document:
+    """:func:`carrier.jobs.transitions.claim` of a job under an expired lease with crash budget
+    left (a crash counted, not an attempt), as update operators."""
+    return _lease_update(worker_id, now, lease_s, slot, note=TAKEOVER_NOTE, inc="crashes")
 
 
 def slot_name(kinds: Sequence[str], index: int) -> str:

@@ -79,7 +79,17 @@ async def _initial(db: Database) -> None:
     """1: the initial layout; the collections and indexes in :data:`INDEXES` are all of it."""
 
 
-MIGRATIONS: tuple[Migration, ...] = (_initial,)
+async def _crash_budget(db: Database) -> None:
+    """2: crashes are counted apart from attempts: every job gets ``crashes`` and
+    ``max_crashes``, which the claim filters compare (a missing field would read as a job out
+    of budget)."""
+    for name, value in (("crashes", 0), ("max_crashes", 10)):
+        await db["jobs"].update_many(
+            {name: {"$exists": False}}, {"$set": {name: value}, "$inc": {"v": 1}}
+        )
+
+
+MIGRATIONS: tuple[Migration, ...] = (_initial, _crash_budget)
 """Data migrations: step ``i`` (0-based) brings a database to version ``i + 1``. Append only."""
 
 JOBS_SCHEMA_VERSION = len(MIGRATIONS)

@@ -42,6 +42,8 @@ class WorkerStats:
     released: int = 0
     lost: int = 0
     """Jobs taken over by another worker or cancelled while this one ran them."""
+    taken_over: int = 0
+    """Jobs this worker took over from a lost worker (their lease had expired)."""
     errors: int = 0
     """The worker's own failures (the store unreachable, ...), not its jobs'."""
 
@@ -64,8 +66,10 @@ class JobRunner(ABC):
         backoff: Backoff,
         approval_ttl_s: float | None,
         services: Mapping[str, Any],
+        lease_s: float,
     ) -> None:
         self.store = store
+        self.lease_s = lease_s
         self.worker_id = worker_id
         self.clock = clock
         self.default_timeout_s = default_timeout_s
@@ -108,7 +112,12 @@ class JobRunner(ABC):
             self.stats.released += 1
             return
         ctx = JobContext(
-            worker_id=self.worker_id, store=self.store, clock=self.clock, services=self.services
+            worker_id=self.worker_id,
+            store=self.store,
+            clock=self.clock,
+            services=self.services,
+            job_id=job.id,
+            lease_s=self.lease_s,
         )
         limit = job.timeout_s if job.timeout_s is not None else self.default_timeout_s
         timeout = asyncio.timeout(limit)
@@ -127,6 +136,8 @@ class JobRunner(ABC):
         finally:
             # From here on a lost lease shows up as LeaseLost on the write, not as a cancel.
             self._handling.discard(job.id)
+        if isinstance(outcome, LeaseLost):
+            raise outcome  # the handler found the job taken over (ensure_held): record nothing
         if outcome is None:
             await self._succeed(job, result)
         elif isinstance(outcome, Defer):
@@ -160,7 +171,10 @@ class JobRunner(ABC):
         stored = await self.store.fail(
             job.id, self.worker_id, error=error, retry_at=retry_at, now=now
         )
-        if stored.state is JobState.PENDING:
+        if stored.state is JobState.SUCCEEDED:  # committed: its effect is done, never failed
+            self.stats.succeeded += 1
+            logger.warning("job %s (%s) succeeded with a warning: %s", job.id, job.kind, error)
+        elif stored.state is JobState.PENDING:
             self.stats.retried += 1
             logger.info(
                 "job %s (%s) attempt %d/%d failed, retry at %s: %s",

@@ -11,12 +11,16 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
+from pydantic import TypeAdapter
+
 from carrier.jobs import transitions as t
 from carrier.jobs._sqlite import immediate
 from carrier.jobs.errors import JobNotFound
 from carrier.jobs.model import Job, JobState
 from carrier.jobs.schedule import Schedule
 from carrier.types import to_us
+
+_TIME = TypeAdapter(datetime)
 
 __all__ = [
     "HELD",
@@ -30,6 +34,7 @@ __all__ = [
     "jobs_of",
     "modify",
     "put_schedule",
+    "renew",
     "select",
     "us",
 ]
@@ -140,6 +145,32 @@ def modify(db: sqlite3.Connection, job_id: str, change: Callable[[Job], Job]) ->
         job = change(Job.model_validate_json(row["data"]))
         db.execute(_UPDATE, _update_params(job))
     return job
+
+
+_RENEW = (
+    "UPDATE jobs SET lease_expires_at = ?, updated_at = ?, "
+    "data = json_set(data, '$.lease_expires_at', ?, '$.updated_at', ?) "
+    f"WHERE id = ? AND lease_owner = ? AND state IN {HELD} RETURNING data"
+)
+
+
+def renew(
+    db: sqlite3.Connection, job_id: str, worker_id: str, expires: datetime, now: datetime
+) -> Job | None:
+    """One conditional UPDATE on (id, owner, held): atomic without a transaction of its own, and
+    the record's JSON changed in place exactly as the job model writes times."""
+    rows = db.execute(
+        _RENEW,
+        (
+            us(expires),
+            us(now),
+            _TIME.dump_python(expires, mode="json"),
+            _TIME.dump_python(now, mode="json"),
+            job_id,
+            worker_id,
+        ),
+    ).fetchall()  # all of it: a statement left unfinished would keep the write lock
+    return Job.model_validate_json(rows[0]["data"]) if rows else None
 
 
 def claim(

@@ -1,8 +1,9 @@
 """The JobStore: durable jobs and schedules behind one store-agnostic interface.
 
 A backend implements a few primitives: insert with idempotency, get, list, an atomic
-**claim**, an atomic read-modify-write of one job (:meth:`JobStore._modify`), a count of active
-jobs, and the schedule table with a compare-and-set. Every state change (start, succeed, fail,
+**claim**, an atomic read-modify-write of one job (:meth:`JobStore._modify`), a lease renewal
+that is one conditional update on the job's id and owner (:meth:`JobStore._renew`), a count of
+active jobs, and the schedule table with a compare-and-set. Every state change (start, succeed, fail,
 defer, approve, ...) is built here on :meth:`_modify` with the pure rules of
 :mod:`carrier.jobs.transitions`, so each backend enforces the same state machine.
 
@@ -14,14 +15,14 @@ version field. Every backend passes ``tests/jobs/test_store_contract.py``.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
-from datetime import datetime
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, Self
 
 from carrier.jobs import transitions as t
 from carrier.jobs.clock import Clock, system_clock
-from carrier.jobs.errors import JobStateError
+from carrier.jobs.errors import JobNotFound, JobStateError
 from carrier.jobs.model import Job, JobEvent, JobState
 from carrier.jobs.schedule import Schedule
 
@@ -68,6 +69,14 @@ class JobStore(ABC):
         :class:`JobNotFound`, or whatever ``change`` raises (nothing is written then)."""
 
     @abstractmethod
+    async def _renew(
+        self, job_id: str, worker_id: str, *, expires: datetime, now: datetime
+    ) -> Job | None:
+        """One atomic conditional update: set the lease of job ``job_id`` to expire at
+        ``expires`` only if it is claimed or running under ``worker_id``; the updated job, or
+        ``None`` when nothing matched (no such job, another owner, no longer held)."""
+
+    @abstractmethod
     async def get(self, job_id: str) -> Job | None: ...
 
     @abstractmethod
@@ -95,10 +104,12 @@ class JobStore(ABC):
         """Atomically lease up to ``limit`` claimable jobs of ``kinds`` to ``worker_id``, due first.
 
         Claimable: pending with ``run_at <= now``, or claimed/running under an expired lease (its
-        worker died). Each claim counts an attempt; a job whose lease expired during its last
-        attempt is failed instead of returned. With ``max_active``, no more are claimed than keep
-        the jobs of ``kinds`` held under live leases (by any worker) at or below it. Two callers,
-        in any processes, never receive the same job for the same lease.
+        worker died). A pending job's claim counts an attempt; taking over an expired lease counts
+        a crash instead (see :func:`carrier.jobs.transitions.claim`), and a job past its crash
+        budget is failed (or, committed, succeeded with a warning) instead of returned. With
+        ``max_active``, no more are claimed than keep the jobs of ``kinds`` held under live leases
+        (by any worker) at or below it. Two callers, in any processes, never receive the same job
+        for the same lease.
         """
 
     @abstractmethod
@@ -147,12 +158,14 @@ class JobStore(ABC):
         agent_id: str | None = None,
         run_at: datetime | None = None,
         max_attempts: int = 3,
+        max_crashes: int = 10,
         timeout_s: float | None = None,
         idempotency_key: str | None = None,
         now: datetime | None = None,
     ) -> Job:
         """Add a pending job due at ``run_at`` (default: now). With an ``idempotency_key`` that
-        is already taken, nothing is added and the existing job is returned."""
+        is already taken, nothing is added and the existing job is returned. ``max_crashes``:
+        how many times it may be taken over from a lost worker before it fails."""
         now = self._now(now)
         job = Job(
             kind=kind,
@@ -160,6 +173,7 @@ class JobStore(ABC):
             agent_id=agent_id,
             run_at=run_at or now,
             max_attempts=max_attempts,
+            max_crashes=max_crashes,
             timeout_s=timeout_s,
             idempotency_key=idempotency_key,
             created_at=now,
@@ -176,11 +190,38 @@ class JobStore(ABC):
     async def heartbeat(
         self, job_id: str, worker_id: str, *, lease_s: float, now: datetime | None = None
     ) -> Job:
-        """Extend the lease to ``now + lease_s``; :class:`LeaseLost` if it was taken over or the
-        job was cancelled (the worker should stop the handler)."""
+        """Renew the lease to ``now + lease_s``, with one conditional update on the job's id and
+        owner: :class:`LeaseLost` if another worker took it over or it was cancelled (the worker
+        should stop the handler), :class:`JobNotFound` if it is gone."""
+        at = self._now(now)
+        renewed = await self._renew(
+            job_id, worker_id, expires=at + timedelta(seconds=lease_s), now=at
+        )
+        if renewed is not None:
+            return renewed
+        job = await self.get(job_id)
+        if job is None:
+            raise JobNotFound(job_id)
+        t.heartbeat(job, worker_id=worker_id, now=at, lease_s=lease_s)  # raises LeaseLost
+        raise JobStateError(job_id, job.state, "renew its lease (it changed meanwhile)")
+
+    async def checkpoint(
+        self,
+        job_id: str,
+        worker_id: str,
+        *,
+        progress: Mapping[str, Any],
+        committed: bool = False,
+        now: datetime | None = None,
+    ) -> Job:
+        """Record how far the running job got (``progress``, merged into the job's) and, with
+        ``committed``, that its outside effect is done: the job can no longer fail."""
         at = self._now(now)
         return await self._modify(
-            job_id, lambda job: t.heartbeat(job, worker_id=worker_id, now=at, lease_s=lease_s)
+            job_id,
+            lambda job: t.checkpoint(
+                job, worker_id=worker_id, now=at, progress=dict(progress), committed=committed
+            ),
         )
 
     async def succeed(

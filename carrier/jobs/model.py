@@ -13,6 +13,14 @@ expires (``cancelled``)::
        └───────── approve ───────── awaiting_approval ──reject/expire──▶ cancelled
 
 Any job not yet finished can be cancelled; a failed or cancelled one can be retried.
+
+A worker renews the lease of a running job every third of the lease; a worker that dies stops
+renewing, and once the lease expires another worker **takes the job over** (claimed again). That
+is a crash, not an attempt: :attr:`Job.crashes` counts it against its own, larger budget
+(:attr:`Job.max_crashes`), so a flaky host never uses up a job's attempts, while a job that kills
+every worker that runs it (a poison job) still stops. A handler that records its outside effect as
+done (:meth:`~carrier.jobs.handler.JobContext.checkpoint` with ``committed=True``, e.g. a post that
+went live) makes the job one that never fails: a later failure ends it succeeded, with a warning.
 """
 
 from __future__ import annotations
@@ -85,8 +93,14 @@ class Job(BaseModel):
     state: JobState = JobState.PENDING
     attempts: int = Field(default=0, ge=0)
     """Attempts started and counted: a wait, an approval request or a release on shutdown gives
-    the attempt back; a crash (lease expired) does not."""
+    the attempt back, and so does a crash (the worker lost, see :attr:`crashes`)."""
     max_attempts: int = Field(default=3, ge=1)
+    crashes: int = Field(default=0, ge=0)
+    """Times the job was taken over because its worker was lost while holding it (the lease
+    expired with no outcome recorded). Not attempts: a crash says nothing about the job."""
+    max_crashes: int = Field(default=10, ge=0)
+    """How many takeovers the job survives; the next one fails it (a poison job that crashes
+    every worker that runs it must stop), unless its effect was committed."""
     run_at: datetime = Field(default_factory=utcnow)
     """When the job is due (first run, or the next retry or wait)."""
     lease_owner: str | None = None
@@ -97,6 +111,12 @@ class Job(BaseModel):
     """The last failure, rejection or cancellation reason."""
     result: dict[str, Any] | None = None
     """What the handler returned (JSON), once succeeded."""
+    progress: dict[str, Any] | None = None
+    """What the handler recorded as done so far (JSON), kept across attempts and takeovers, so a
+    worker taking the job over knows how far the last one got."""
+    committed: bool = False
+    """The job's outside effect happened (a post went live), as its handler recorded: from then
+    on the job never fails; a failure ends it succeeded, with the error as a warning."""
     idempotency_key: str | None = None
     """Unique when set: enqueueing the same key again returns this job instead of a new one."""
     timeout_s: float | None = Field(default=None, gt=0)

@@ -11,6 +11,8 @@ No transactions (a standalone server has none); every change is atomic on one do
 - **claim**: one ``find_one_and_update`` per job (filter: claimable; sort: due first; update: the
   lease), repeated up to ``limit``; two workers can never match the same job for the same lease.
   A concurrency limit (``max_active``) is kept by slots, see ``_mongo_claim.py``.
+- **lease renewal**: one ``find_one_and_update`` conditional on the job's id, its owner and a
+  held state; it bumps the version, so a read-modify-write racing it reads again.
 - **read-modify-write** (start, succeed, fail, ...): read the job and its version ``v``, apply the
   transition in Python, write only if ``v`` is unchanged, else read again (compare-and-set).
 - **schedules**: advancing is one update conditional on the ``next_at`` it expects.
@@ -27,7 +29,7 @@ from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any
 
-from pymongo import AsyncMongoClient
+from pymongo import AsyncMongoClient, ReturnDocument
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
@@ -178,6 +180,24 @@ class MongoJobStore(JobStore):
             f"each of {WRITE_ATTEMPTS} attempts; try again"
         )
 
+    async def _renew(
+        self, job_id: str, worker_id: str, *, expires: datetime, now: datetime
+    ) -> Job | None:
+        jobs = self._col("jobs")
+        with self._errors(f"renewing the lease of job {job_id}"):
+            doc = await jobs.find_one_and_update(
+                {"_id": job_id, "lease_owner": worker_id, "state": {"$in": codec.HELD}},
+                {
+                    "$set": {
+                        "lease_expires_us": codec.to_us(expires),
+                        "updated_us": codec.to_us(now),
+                    },
+                    "$inc": {codec.VERSION: 1},
+                },
+                return_document=ReturnDocument.AFTER,
+            )
+        return codec.job_from_doc(doc) if doc is not None else None
+
     async def get(self, job_id: str) -> Job | None:
         jobs = self._col("jobs")
         with self._errors(f"reading job {job_id}"):
@@ -222,14 +242,14 @@ class MongoJobStore(JobStore):
             return []
         kinds = sorted(set(kinds))
         jobs = self._col("jobs")
-        with self._errors(f"failing lost {', '.join(kinds)} jobs"):
+        with self._errors(f"ending lost {', '.join(kinds)} jobs"):
             lost = await claiming.lost_ids(jobs, kinds, at)
         for job_id in lost:
             try:
                 job = await self._modify(job_id, claiming.lose(at))
             except JobStateError:
                 continue
-            logger.warning("job %s (%s) failed: %s", job.id, job.kind, job.last_error)
+            logger.warning("job %s (%s) %s: %s", job.id, job.kind, job.state, job.last_error)
         with self._errors(f"claiming {', '.join(kinds)} jobs"):
             return await claiming.claim(
                 jobs, worker_id, kinds, at=at, lease_s=lease_s, limit=limit, max_active=max_active

@@ -71,7 +71,9 @@ class JobService:
         cls, settings: Settings, *, clock: Clock = system_clock, **worker: Any
     ) -> JobService:
         """The service beside the store the settings name: MongoDB when ``CARRIER_MONGODB_URI``
-        is set, else the SQLite file in the data dir (``<data_dir>/carrier.db``)."""
+        is set, else the SQLite file in the data dir (``<data_dir>/carrier.db``). The worker's
+        lease is ``CARRIER_JOB_LEASE_SECONDS`` unless ``worker`` sets ``lease_s``."""
+        worker.setdefault("lease_s", settings.job_lease_seconds)
         if settings.mongodb_uri is not None:
             return cls.mongo(settings.mongodb_uri.get_secret_value(), clock=clock, **worker)
         return cls.sqlite(settings.store_path, clock=clock, **worker)

@@ -67,6 +67,13 @@ class SQLiteJobStore(JobStore):
     async def _modify(self, job_id: str, change: Callable[[Job], Job]) -> Job:
         return await self._thread.run(f"updating job {job_id}", ops.modify, job_id, change)
 
+    async def _renew(
+        self, job_id: str, worker_id: str, *, expires: datetime, now: datetime
+    ) -> Job | None:
+        return await self._thread.run(
+            f"renewing the lease of job {job_id}", ops.renew, job_id, worker_id, expires, now
+        )
+
     async def get(self, job_id: str) -> Job | None:
         rows = await self._thread.run(
             f"reading job {job_id}", ops.select, "SELECT data FROM jobs WHERE id = ?", (job_id,)
@@ -123,8 +130,8 @@ class SQLiteJobStore(JobStore):
             max_active,
         )
         for job in changed:
-            if job.state is JobState.FAILED:
-                logger.warning("job %s (%s) failed: %s", job.id, job.kind, job.last_error)
+            if job.state is not JobState.CLAIMED:  # lost past its crash budget
+                logger.warning("job %s (%s) %s: %s", job.id, job.kind, job.state, job.last_error)
         return [job for job in changed if job.state is JobState.CLAIMED]
 
     async def count_active(self, kind: str, *, now: datetime | None = None) -> int:

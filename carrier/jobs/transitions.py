@@ -13,9 +13,11 @@ from carrier.jobs.errors import JobStateError, LeaseLost
 from carrier.jobs.model import ACTIVE_STATES, FINAL_STATES, Job, JobState
 
 __all__ = [
+    "TAKEOVER_NOTE",
     "approve",
     "await_approval",
     "cancel",
+    "checkpoint",
     "claim",
     "defer",
     "expire_approval",
@@ -27,12 +29,16 @@ __all__ = [
     "retry",
     "start",
     "succeed",
+    "taken_over",
 ]
 
 ERROR_LIMIT = 2000
 """Longest error text kept in a job."""
 
 _FREE = {"lease_owner": None, "lease_expires_at": None}
+
+TAKEOVER_NOTE = "taken over: the lease of its worker expired (a crash, not counted as an attempt)"
+"""The history note of a takeover; the lost worker is the one named by the event before it."""
 
 
 def _clip(text: str) -> str:
@@ -52,6 +58,25 @@ def _refund(job: Job) -> int:
     return max(job.attempts - 1, 0)
 
 
+def _give_up(job: Job, *, now: datetime, error: str, worker: str | None = None) -> Job:
+    """The end of a job that cannot go on: failed, or, once its effect was committed (a post is
+    live), succeeded with the error as a warning, since failing it would say the effect did not
+    happen."""
+    error = _clip(error)
+    if job.committed:
+        result = {**(job.progress or {}), **(job.result or {}), "warning": error}
+        return job.moved(
+            JobState.SUCCEEDED,
+            now=now,
+            note=_clip(f"succeeded with a warning (its effect was already done): {error}"),
+            worker=worker,
+            result=result,
+            last_error=error,
+            **_FREE,
+        )
+    return job.moved(JobState.FAILED, now=now, note=error, worker=worker, last_error=error, **_FREE)
+
+
 def is_claimable(job: Job, now: datetime) -> bool:
     """Due and pending, or held under a lease that expired (its worker crashed or hung)."""
     if job.state is JobState.PENDING:
@@ -64,14 +89,36 @@ def is_claimable(job: Job, now: datetime) -> bool:
 
 
 def claim(job: Job, *, worker_id: str, now: datetime, lease_s: float) -> Job:
-    """Lease a claimable job to ``worker_id``, counting an attempt. A job whose lease expired
-    during its last attempt fails instead: a job that keeps killing workers must stop."""
+    """Lease a claimable job to ``worker_id``.
+
+    A pending job starts an attempt (counted). A job held under an expired lease is **taken
+    over**: its worker was lost, which counts as a crash, not an attempt (the lost attempt is
+    given back and this one takes its number). A job that has used up its crash budget fails
+    instead (or, committed, succeeds with a warning): one that kills every worker must stop.
+    """
     if not is_claimable(job, now):
         raise JobStateError(job.id, job.state, "claim it (not due, or leased)")
-    if job.state in ACTIVE_STATES and job.attempts >= job.max_attempts:
-        note = f"lease of {job.lease_owner} expired during the last attempt (worker lost?)"
-        return job.moved(JobState.FAILED, now=now, note=note, last_error=note, **_FREE)
     expires = now + timedelta(seconds=lease_s)
+    if job.state in ACTIVE_STATES:
+        lost = job.lease_owner
+        crashes = job.crashes + 1
+        if job.crashes >= job.max_crashes:
+            error = (
+                f"its worker was lost {crashes} times while running it (the last: {lost}), "
+                f"more than its crash budget (max_crashes={job.max_crashes}): the job may be "
+                "crashing the worker; look for the cause in the workers' logs, then "
+                f"`carrier jobs retry {job.id}`"
+            )
+            return _give_up(job, now=now, error=error)
+        return job.moved(
+            JobState.CLAIMED,
+            now=now,
+            note=TAKEOVER_NOTE,
+            worker=worker_id,
+            crashes=crashes,
+            lease_owner=worker_id,
+            lease_expires_at=expires,
+        )
     return job.moved(
         JobState.CLAIMED,
         now=now,
@@ -82,16 +129,37 @@ def claim(job: Job, *, worker_id: str, now: datetime, lease_s: float) -> Job:
     )
 
 
+def taken_over(job: Job) -> bool:
+    """Whether a claimed job was taken over from a lost worker (rather than started afresh)."""
+    return len(job.history) >= 2 and job.history[-2].state in ACTIVE_STATES
+
+
 def start(job: Job, *, worker_id: str, now: datetime) -> Job:
     _held(job, worker_id)
     return job.moved(JobState.RUNNING, now=now, worker=worker_id)
 
 
 def heartbeat(job: Job, *, worker_id: str, now: datetime, lease_s: float) -> Job:
-    """Extend the lease; the state and history are untouched."""
+    """Extend the lease; the state and history are untouched. (Stores renew with one
+    conditional update on the job's id and owner instead; this is the rule they follow.)"""
     _held(job, worker_id)
     expires = now + timedelta(seconds=lease_s)
     return job.model_copy(update={"lease_expires_at": expires, "updated_at": now})
+
+
+def checkpoint(
+    job: Job, *, worker_id: str, now: datetime, progress: dict[str, Any], committed: bool
+) -> Job:
+    """Merge ``progress`` into the job's; ``committed`` marks its outside effect as done (for
+    good: a job never becomes uncommitted)."""
+    _held(job, worker_id)
+    return job.model_copy(
+        update={
+            "progress": {**(job.progress or {}), **progress},
+            "committed": job.committed or committed,
+            "updated_at": now,
+        }
+    )
 
 
 def succeed(job: Job, *, worker_id: str, now: datetime, result: dict[str, Any] | None) -> Job:
@@ -101,7 +169,7 @@ def succeed(job: Job, *, worker_id: str, now: datetime, result: dict[str, Any] |
 
 def fail(job: Job, *, worker_id: str, now: datetime, error: str, retry_at: datetime | None) -> Job:
     """Back to pending at ``retry_at`` while attempts remain; failed when they are used up or
-    ``retry_at`` is ``None`` (a permanent failure)."""
+    ``retry_at`` is ``None`` (a permanent failure), or succeeded with a warning if committed."""
     _held(job, worker_id)
     error = _clip(error)
     if retry_at is not None and job.attempts < job.max_attempts:
@@ -115,9 +183,7 @@ def fail(job: Job, *, worker_id: str, now: datetime, error: str, retry_at: datet
             last_error=error,
             **_FREE,
         )
-    return job.moved(
-        JobState.FAILED, now=now, note=error, worker=worker_id, last_error=error, **_FREE
-    )
+    return _give_up(job, now=now, error=error, worker=worker_id)
 
 
 def defer(job: Job, *, worker_id: str, now: datetime, until: datetime, reason: str) -> Job:
@@ -220,7 +286,8 @@ def cancel(job: Job, *, now: datetime, reason: str | None) -> Job:
 
 
 def retry(job: Job, *, now: datetime) -> Job:
-    """A failed or cancelled job back to pending, due now, with a fresh set of attempts."""
+    """A failed or cancelled job back to pending, due now, with fresh attempts and crash budget
+    (its recorded progress stays, for the handler to resume from)."""
     if job.state not in (JobState.FAILED, JobState.CANCELLED):
         raise JobStateError(job.id, job.state, "retry it (only failed or cancelled jobs)")
     return job.moved(
@@ -228,6 +295,7 @@ def retry(job: Job, *, now: datetime) -> Job:
         now=now,
         note="retried",
         attempts=0,
+        crashes=0,
         run_at=now,
         result=None,
         approval_expires_at=None,

@@ -1,8 +1,9 @@
 """Worker: claims due jobs from a JobStore and runs their handlers.
 
 Several workers (tasks or processes, on one machine or many) may share a store: claims are atomic
-and leased, so a due job runs once; a worker that dies leaves its jobs to the others when their
-leases expire. Usage::
+and leased, so a due job runs once. A worker renews the leases of the jobs it runs every third of
+the lease (10 s by default, ``CARRIER_JOB_LEASE_SECONDS``), so one that dies leaves its jobs to
+the others within about a lease; such a takeover counts as a crash, not an attempt. Usage::
 
     worker = Worker(store=jobs, max_concurrent=4)
     worker.register("instagram.publish", publish, max_concurrent=1)
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from carrier.jobs import transitions as t
 from carrier.jobs._run import JobRunner, WorkerStats
 from carrier.jobs.backoff import Backoff
 from carrier.jobs.base import JobStore
@@ -54,7 +56,7 @@ class Worker(JobRunner):
     """Runs the handlers registered by kind on jobs claimed from ``store``.
 
     ``lease_s``: how long a claim holds without renewal (renewed every ``lease_s / 3`` while the
-    handler runs). ``max_concurrent``: jobs this worker runs at once. ``default_timeout_s``: time
+    handler runs): after a crash, the time until another worker takes the job over. ``max_concurrent``: jobs this worker runs at once. ``default_timeout_s``: time
     limit of an attempt whose job sets none. ``approval_ttl_s``: how long a job awaits approval
     before it becomes ``expired_approval_state`` (``None``: forever); the worker looks for
     expired approvals every ``approval_check_s`` (clock time).
@@ -66,7 +68,7 @@ class Worker(JobRunner):
         store: JobStore,
         worker_id: str | None = None,
         clock: Clock = system_clock,
-        lease_s: float = 60.0,
+        lease_s: float = 10.0,
         poll_s: float = 2.0,
         max_concurrent: int = 8,
         default_timeout_s: float | None = 600.0,
@@ -86,8 +88,8 @@ class Worker(JobRunner):
             backoff=backoff or Backoff(),
             approval_ttl_s=approval_ttl_s,
             services=services or {},
+            lease_s=lease_s,
         )
-        self.lease_s = lease_s
         self.poll_s = poll_s
         self.max_concurrent = max_concurrent
         self.expired_approval_state = expired_approval_state
@@ -167,7 +169,24 @@ class Worker(JobRunner):
         return len(claimed)
 
     def _launch(self, job: Job) -> None:
+        if job.id in self._tasks:
+            # Our own lease lapsed (the loop stalled longer than a lease) and we claimed the job
+            # back: its handler still runs here, under the renewed lease.
+            logger.warning("worker %s: its lease of job %s had lapsed", self.worker_id, job.id)
+            return
         self.stats.claimed += 1
+        if t.taken_over(job):
+            self.stats.taken_over += 1
+            lost = job.history[-2].worker
+            logger.warning(
+                "worker %s takes over job %s (%s) from %s, whose lease expired (crash %d/%d)",
+                self.worker_id,
+                job.id,
+                job.kind,
+                lost,
+                job.crashes,
+                job.max_crashes,
+            )
         task = asyncio.create_task(self.execute(job), name=f"job {job.kind} {job.id}")
         self._tasks[job.id] = task
         task.add_done_callback(self._finished)
@@ -189,10 +208,11 @@ class Worker(JobRunner):
     async def renew_leases(self) -> None:
         """Extend the lease of every job this worker runs. A job taken over or cancelled
         meanwhile has its handler cancelled."""
-        now = self.clock()
         for job_id in list(self._tasks):
             try:
-                await self.store.heartbeat(job_id, self.worker_id, lease_s=self.lease_s, now=now)
+                await self.store.heartbeat(
+                    job_id, self.worker_id, lease_s=self.lease_s, now=self.clock()
+                )
             except (LeaseLost, JobStateError, JobNotFound) as exc:
                 task = self._tasks.get(job_id)
                 if task is None or job_id not in self._handling:

@@ -145,6 +145,35 @@ async def test_mongo_jobs_refuse_a_newer_schema(
             pass
 
 
+async def test_mongo_jobs_of_schema_1_get_a_crash_budget_on_open(
+    mongo_job_factory: MongoJobFactory, clock: ManualClock
+) -> None:
+    async with mongo_job_factory.new_store(clock) as store:
+        job = await claimed(store, "dead")
+    db = mongo_job_factory.server.client[mongo_job_factory.database]
+    # As Carrier with schema 1 left it: no crash fields, the job held by a worker now gone.
+    db["jobs"].update_one({"_id": job.id}, {"$unset": {"crashes": "", "max_crashes": ""}})
+    db["meta"].update_one({"_id": SCHEMA_DOC}, {"$set": {"version": 1}})
+    clock.advance(LEASE)
+    async with mongo_job_factory.new_store(clock) as store:
+        assert await store.schema_version() == JOBS_SCHEMA_VERSION
+        [taken] = await store.claim("w2", ["k"], lease_s=LEASE)
+    assert (taken.id, taken.attempts, taken.crashes, taken.max_crashes) == (job.id, 1, 1, 10)
+
+
+async def test_mongo_renewal_bumps_the_version_so_a_racing_write_reads_again(
+    mongo_jobs: MongoJobStore, clock: ManualClock
+) -> None:
+    job = await claimed(mongo_jobs)
+    db = mongo_jobs._database()
+    before = (await db["jobs"].find_one({"_id": job.id}))["v"]  # type: ignore[index]
+    clock.advance(5)
+    await mongo_jobs.heartbeat(job.id, "w1", lease_s=LEASE)
+    assert (await db["jobs"].find_one({"_id": job.id}))["v"] == before + 1  # type: ignore[index]
+    started = await mongo_jobs.start(job.id, "w1")  # a read-modify-write after it keeps it
+    assert started.lease_expires_at == at(5 + LEASE)
+
+
 # -- layout ------------------------------------------------------------------------------------
 async def test_mongo_jobs_keep_microseconds_and_any_json_payload(
     mongo_jobs: MongoJobStore,
@@ -219,7 +248,7 @@ async def test_mongo_limited_slots_free_up_when_jobs_end_or_leases_lapse(
     assert await mongo_jobs.claim("w3", ["post"], lease_s=LEASE, max_active=1) == []
     clock.advance(LEASE)  # w2 died: its slot is free, its job claimable again
     [again] = await mongo_jobs.claim("w3", ["post"], lease_s=LEASE, limit=2, max_active=1)
-    assert (again.id, again.attempts) == (two.id, 2)
+    assert (again.id, again.attempts, again.crashes) == (two.id, 1, 1)  # a crash, not an attempt
     assert await mongo_jobs.count_active("post") == 1
 
 
@@ -234,7 +263,7 @@ async def test_mongo_lost_job_is_failed_once_by_racing_claims(
     mongo_job_factory: MongoJobFactory, clock: ManualClock
 ) -> None:
     async with mongo_job_factory.new_store(clock) as a, mongo_job_factory.new_store(clock) as b:
-        job = await claimed(a, max_attempts=1)
+        job = await claimed(a, max_crashes=0)
         clock.advance(LEASE)
         got = await asyncio.gather(*(s.claim("w", ["k"], lease_s=LEASE) for s in [a, b] * 3))
         assert got == [[]] * 6

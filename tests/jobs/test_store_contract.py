@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 
 import pytest
 
 from carrier.jobs import (
+    JobNotFound,
     JobState,
     JobStore,
     LeaseLost,
@@ -98,7 +100,7 @@ async def test_claim_respects_limit(jobs: JobStore) -> None:
     assert len(await jobs.claim("w2", ["k"], lease_s=LEASE, limit=10)) == 3
 
 
-async def test_expired_lease_is_claimable_by_another_worker(
+async def test_expired_lease_is_taken_over_as_a_crash_not_an_attempt(
     jobs: JobStore, clock: ManualClock
 ) -> None:
     job = await claimed(jobs, "dead")
@@ -107,21 +109,14 @@ async def test_expired_lease_is_claimable_by_another_worker(
     assert await jobs.claim("w2", ["k"], lease_s=LEASE) == []
     clock.advance(1)
     [taken] = await jobs.claim("w2", ["k"], lease_s=LEASE)
-    assert (taken.id, taken.lease_owner, taken.attempts) == (job.id, "w2", 2)
+    assert (taken.id, taken.lease_owner, taken.attempts, taken.crashes) == (job.id, "w2", 1, 1)
+    assert taken.lease_expires_at == at(2 * LEASE)
+    lost, takeover = taken.history[-2:]
+    assert (lost.state, lost.worker) == (JobState.RUNNING, "dead")  # who was lost
+    assert (takeover.state, takeover.worker) == (JobState.CLAIMED, "w2")
+    assert "crash" in (takeover.note or "")
     with pytest.raises(LeaseLost):
         await jobs.succeed(job.id, "dead", result={})
-
-
-async def test_expired_lease_on_the_last_attempt_fails_the_job(
-    jobs: JobStore, clock: ManualClock
-) -> None:
-    job = await claimed(jobs, max_attempts=1)
-    clock.advance(LEASE)
-    assert await jobs.claim("w2", ["k"], lease_s=LEASE) == []
-    stored = await jobs.get(job.id)
-    assert stored is not None and stored.state is JobState.FAILED
-    assert "expired" in (stored.last_error or "")
-    assert stored.lease_owner is None
 
 
 async def test_claim_max_active_counts_live_leases_of_every_worker(
@@ -184,6 +179,69 @@ async def test_start_heartbeat_succeed(jobs: JobStore, clock: ManualClock) -> No
         JobState.RUNNING,
         JobState.SUCCEEDED,
     ]
+
+
+async def test_renewal_is_stored_and_changes_nothing_else(
+    jobs: JobStore, clock: ManualClock
+) -> None:
+    job = await claimed(jobs, payload={"caption": "héllo"})
+    running = await jobs.start(job.id, "w1")
+    clock.advance(12.345678)
+    beat = await jobs.heartbeat(job.id, "w1", lease_s=LEASE)
+    assert await jobs.get(job.id) == beat
+    assert beat == running.model_copy(
+        update={"lease_expires_at": clock() + timedelta(seconds=LEASE), "updated_at": clock()}
+    )
+
+
+async def test_a_renewal_by_a_stale_owner_fails_and_leaves_the_lease_alone(
+    jobs: JobStore, clock: ManualClock
+) -> None:
+    job = await claimed(jobs, "stale")
+    await jobs.start(job.id, "stale")
+    clock.advance(LEASE)  # its renewals stopped (a long pause): another worker takes over
+    [taken] = await jobs.claim("fresh", ["k"], lease_s=LEASE)
+    with pytest.raises(LeaseLost, match="leased to fresh"):
+        await jobs.heartbeat(job.id, "stale", lease_s=LEASE)
+    assert await jobs.get(job.id) == taken  # the refused renewal wrote nothing
+    renewed = await jobs.heartbeat(job.id, "fresh", lease_s=LEASE)
+    assert renewed.lease_expires_at == clock() + timedelta(seconds=LEASE)
+    await jobs.succeed(job.id, "fresh")
+    with pytest.raises(LeaseLost, match="succeeded"):
+        await jobs.heartbeat(job.id, "fresh", lease_s=LEASE)
+    with pytest.raises(JobNotFound):
+        await jobs.heartbeat("missing", "fresh", lease_s=LEASE)
+
+
+async def test_an_expired_lease_nobody_took_over_can_still_be_renewed(
+    jobs: JobStore, clock: ManualClock
+) -> None:
+    job = await claimed(jobs)
+    clock.advance(LEASE + 5)  # late, but nobody else runs it: finishing beats running twice
+    beat = await jobs.heartbeat(job.id, "w1", lease_s=LEASE)
+    assert beat.lease_expires_at == clock() + timedelta(seconds=LEASE)
+    assert await jobs.claim("w2", ["k"], lease_s=LEASE) == []
+
+
+async def test_racing_renewal_and_takeover_leave_one_owner(
+    job_store_factory: JobStoreFactory, clock: ManualClock
+) -> None:
+    async with job_store_factory.new_store(clock) as a, job_store_factory.new_store(clock) as b:
+        for round_ in range(10):
+            job = await claimed(a, "old")
+            clock.advance(LEASE)
+            renewal, takeover = await asyncio.gather(
+                a.heartbeat(job.id, "old", lease_s=LEASE),
+                b.claim("new", ["k"], lease_s=LEASE),
+                return_exceptions=True,
+            )
+            stored = await a.get(job.id)
+            assert stored is not None
+            if isinstance(renewal, LeaseLost):  # the takeover came first
+                assert takeover == [stored] and stored.lease_owner == "new", round_
+            else:  # the renewal came first: the lease was live again, nothing to take over
+                assert takeover == [] and stored == renewal and stored.lease_owner == "old"
+            await a.cancel(job.id)
 
 
 async def test_writes_by_a_worker_without_the_lease_raise_lease_lost(jobs: JobStore) -> None:

@@ -150,7 +150,9 @@ async def test_killed_worker_job_is_taken_over_after_its_lease_expires(
         clock.advance(LEASE)
         await worker_b.drain()
         done = await stored(b, job)
-        assert (done.state, done.attempts, done.result) == (JobState.SUCCEEDED, 2, {"by": "b"})
+        assert (done.state, done.attempts, done.crashes) == (JobState.SUCCEEDED, 1, 1)
+        assert done.result == {"by": "b"}
+        assert worker_b.stats.taken_over == 1
 
 
 async def test_operator_cancel_stops_the_running_handler(
