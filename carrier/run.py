@@ -78,7 +78,9 @@ async def run_main(
     """Returns the process exit code. ``progress(message)`` wraps each slow step."""
     from carrier.agents import AgentManager
     from carrier.assemble import default_embedder, offline_summary, open_store
+    from carrier.audit.host import HostAudit, open_host_audit
     from carrier.jobs.service import JobService
+    from carrier.retention.job import schedule_retention
 
     if serve_api:
         from carrier.api import check_bind
@@ -91,12 +93,15 @@ async def run_main(
     embedder = default_embedder()
     manager = AgentManager(store=store, embedder=embedder, settings=settings, environ=os.environ)
     jobs = JobService.from_settings(settings)
+    audit: HostAudit | None = None
     try:
+        audit = await open_host_audit(settings, manager.services)  # before any agent starts
         # The job store is open before any client starts (clients enqueue work), and adapters
         # register their job handlers (Instagram posting) before the worker runs.
         await jobs.store.open()
         manager.services["jobs"] = jobs.store
         register_job_handlers(jobs, manager)
+        await schedule_retention(jobs, manager, audit_days=settings.audit_retention_days)
         started = 0
         clients = 0
         offline: list[tuple[str, str | None]] = []
@@ -137,6 +142,8 @@ async def run_main(
     finally:
         await jobs.stop(grace_s=30)
         await manager.close()
+        if audit is not None:  # after the agents' stops, which it records
+            await audit.aclose()
         await store.close()
 
 
@@ -149,6 +156,7 @@ async def serve_main(
     from carrier.agents import AgentManager
     from carrier.api import check_bind, serve
     from carrier.assemble import default_embedder, open_store
+    from carrier.audit.host import open_host_audit
     from carrier.jobs.service import JobService
 
     check_bind(host, settings)
@@ -166,10 +174,12 @@ async def serve_main(
         services={"jobs": jobs.store},
         start_clients=start_clients,
     )
+    audit = await open_host_audit(settings, manager.services)
     try:
         await serve(manager, settings, host=host, port=port)  # uvicorn handles SIGINT/SIGTERM
     finally:
         await manager.close()
+        await audit.aclose()
         await jobs.store.close()
         await store.close()
     return 0

@@ -51,6 +51,8 @@ class Settings(BaseSettings):
     """Offer memory_search/memory_write/memory_read to the model as tools (a character may turn
     them on for itself with ``settings.memoryTools: true``). Tools on offer turn off streaming of
     the model's first answer, hence off by default."""
+    audit_retention_days: int = Field(default=365, ge=1)
+    """Days the audit log keeps an entry; the daily retention job deletes older ones."""
     job_lease_seconds: float = Field(default=10.0, gt=0, le=3600)
     """How long a job worker's claim holds without renewal; the worker renews it every third of
     that while the job runs, so after a worker dies another takes its jobs over within about

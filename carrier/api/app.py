@@ -13,6 +13,7 @@ from fastapi import APIRouter, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
 from carrier.agents import AgentManager
+from carrier.api.auditing import AuditMiddleware
 from carrier.api.auth import Authenticator, TokenStore
 from carrier.api.bodies import BodyLimitMiddleware
 from carrier.api.console import router as console_router
@@ -21,6 +22,7 @@ from carrier.api.metrics import Metrics
 from carrier.api.ratelimit import RateLimiter
 from carrier.api.routes import (
     agents,
+    audit,
     clients,
     health,
     media,
@@ -33,6 +35,7 @@ from carrier.api.routes import (
 from carrier.api.routes import jobs as jobs_routes
 from carrier.api.settings import ApiSettings, load_api_settings
 from carrier.api.state import ApiState
+from carrier.audit.base import audit_from
 from carrier.settings import Settings
 
 __all__ = ["ROUTERS", "create_app"]
@@ -49,6 +52,7 @@ ROUTERS: list[APIRouter] = [
     health.router,
     console_router,
     jobs_routes.router,
+    audit.router,
 ]
 """The built-in route groups, in the order they are mounted."""
 
@@ -109,6 +113,9 @@ def create_app(
             allow_headers=["Authorization", "Content-Type", "Accept"],
             max_age=600,
         )
+    # Added last, so outermost: every state-changing call is audited, refused ones included,
+    # whichever layer refuses it.
+    app.add_middleware(AuditMiddleware, audit=lambda: audit_from(manager.services))
     for router in [*ROUTERS, *routers]:
         app.include_router(router)
     return app

@@ -1,5 +1,5 @@
 """``carrier memory ...``: list, search, export, import an agent's memories; list the people it
-knows and forget one.
+knows and forget one; prune old ones.
 
 Loaded by the main CLI only when ``carrier memory`` runs. The store is the one
 the settings name (``CARRIER_MONGODB_URI``, else the SQLite file in ``CARRIER_DATA_DIR``). The agent
@@ -22,6 +22,7 @@ import typer
 from carrier.cli._common import err, run_or_exit
 
 if TYPE_CHECKING:
+    from carrier.audit.base import AuditLog
     from carrier.memory.base import Store
     from carrier.memory.embedder import Embedder
     from carrier.memory.people import Person
@@ -35,7 +36,7 @@ T = TypeVar("T")
 memory_app = typer.Typer(
     name="memory",
     # The same line as COMMANDS["memory"] in cli/__init__.py, which --help shows without importing this.
-    help="An agent's memories: list, search, export, import, and forget a person.",
+    help="An agent's memories: list, search, export, import, prune, and forget a person.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -64,6 +65,21 @@ def _with_store(action: Callable[[Store], Awaitable[T]]) -> T:
             await store.close()
 
     return run_or_exit(main())
+
+
+def _with_audit(action: Callable[[Store, AuditLog], Awaitable[T]]) -> T:
+    """:func:`_with_store`, with the audit log beside the store open too, and this command's
+    user (``cli:<user>``) as the actor of what it records."""
+    from carrier.audit.base import AuditLog
+    from carrier.audit.context import acting, cli_actor
+    from carrier.settings import load_settings
+
+    async def run(store: Store) -> T:
+        with acting(cli_actor()):
+            async with AuditLog.from_settings(load_settings()) as audit:
+                return await action(store, audit)
+
+    return _with_store(run)
 
 
 def _with_agent(agent: str, action: Callable[[Store, str], Awaitable[T]]) -> T:
@@ -395,7 +411,7 @@ def forget_cmd(
     from carrier.memory.people import find_people
     from carrier.memory.rights import forget_entity
 
-    async def run(store: Store) -> tuple[Person, ForgetReport]:
+    async def run(store: Store, audit: AuditLog) -> tuple[Person, ForgetReport]:
         ref = await resolve_agent(store, agent)
         found = await find_people(store, agent_id=ref.id, who=who, platform=platform)
         person = choose(found, who=who, agent=agent, yes=yes)
@@ -406,16 +422,89 @@ def forget_cmd(
                 abort=True,
             )
         return person, await forget_entity(
-            store, agent_id=ref.id, entity_id=person.entity_id, include_replies=not keep_replies
+            store,
+            agent_id=ref.id,
+            entity_id=person.entity_id,
+            include_replies=not keep_replies,
+            audit=audit,
         )
 
-    person, report = _with_store(run)
+    person, report = _with_audit(run)
     typer.echo(
         f"forgot {person.label}: {report.total} memories "
         f"({report.messages} messages, {report.facts} facts, {report.replies} replies, "
         f"{report.summaries} summaries, {report.other} other) in {len(report.rooms)} room(s)"
         + ("; their entity record (names, platform id) too" if report.entity else "")
     )
+
+
+@memory_app.command("prune")
+def prune_cmd(
+    agent: AgentOption,
+    older_than: Annotated[
+        str,
+        typer.Option("--older-than", help="Delete what is older than this age: 30d, 12h, 2w, 90m."),
+    ],
+    kind: Annotated[
+        list[str] | None,
+        typer.Option("--kind", help="Only memories of this kind (repeatable; default: message)."),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Count what would be deleted; delete nothing.")
+    ] = False,
+) -> None:
+    """Delete an agent's memories older than an age (messages unless --kind says otherwise).
+
+    Nothing is summarized first (the daily retention job does that when the character's
+    settings.retention asks). Knowledge is managed with `carrier knowledge`, not here.
+
+    The run is recorded in the audit log (memory.prune); a dry run changes nothing and is not.
+    """
+    from datetime import UTC, datetime
+
+    from carrier.cli._when import parse_age
+    from carrier.types import MemoryKind
+
+    age = parse_age(older_than, option="--older-than")
+    kinds = _kinds(kind) or [MemoryKind.MESSAGE]
+    if MemoryKind.KNOWLEDGE in kinds:
+        raise typer.BadParameter(
+            "knowledge is not pruned by age; remove documents with `carrier knowledge remove`",
+            param_hint="--kind",
+        )
+    before = datetime.now(UTC) - age
+
+    async def run(store: Store, audit: AuditLog) -> tuple[str, int]:
+        from carrier.audit.context import current_actor
+        from carrier.audit.model import AuditKind
+        from carrier.lookup import resolve_agent
+        from carrier.retention.prune import prune_memories
+
+        ref = await resolve_agent(store, agent)
+        count = await prune_memories(
+            store, agent_id=ref.id, kinds=kinds, before=before, dry_run=dry_run
+        )
+        if not dry_run:
+            await audit.record(
+                AuditKind.MEMORY_PRUNE,
+                actor=current_actor(),
+                agent_id=ref.id,
+                action="prune",
+                detail={
+                    "older_than": older_than,
+                    "before": before.isoformat(),
+                    "kinds": [str(k) for k in kinds],
+                    "deleted": count,
+                },
+            )
+        return ref.name, count
+
+    name, count = _with_audit(run)
+    what = "/".join(str(k) for k in kinds)
+    if dry_run:
+        typer.echo(f"would delete {count} {what} memories of {name} older than {older_than}")
+    else:
+        typer.echo(f"deleted {count} {what} memories of {name} older than {older_than}")
 
 
 @memory_app.command("reindex")
