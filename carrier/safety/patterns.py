@@ -19,6 +19,7 @@ __all__ = [
     "find_secret_shapes",
     "looks_like_secret",
     "mask_url",
+    "mask_urls",
     "secret_query_name",
     "url_credentials",
 ]
@@ -29,6 +30,13 @@ class SecretPattern:
     name: str
     """What kind of credential (``openai key``, ``pem private key``, ...): safe to print."""
     regex: re.Pattern[str]
+    """Matches the credential; when it has a group named ``secret``, only that group is the
+    credential (the rest is context, e.g. ``?api_key=``)."""
+
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        """Where the credentials are in ``text``."""
+        group = "secret" if "secret" in self.regex.groupindex else 0
+        return [m.span(group) for m in self.regex.finditer(text)]
 
 
 def _p(name: str, pattern: str, flags: int = 0) -> SecretPattern:
@@ -38,6 +46,25 @@ def _p(name: str, pattern: str, flags: int = 0) -> SecretPattern:
 # Word-ish boundaries: a token is not cut out of the middle of a longer identifier.
 _B = r"(?<![A-Za-z0-9_-])"
 _E = r"(?![A-Za-z0-9_-])"
+
+_QUERY_NAMES = (
+    "key",
+    "apikey",
+    "api_key",
+    "api-key",
+    "token",
+    "access_token",
+    "auth_token",
+    "refresh_token",
+    "secret",
+    "client_secret",
+    "password",
+    "passwd",
+    "pwd",
+    "sig",
+    "signature",
+)
+"""Query parameters whose value is a credential wherever it is written (``?api_key=...``)."""
 
 SECRET_PATTERNS: tuple[SecretPattern, ...] = (
     _p(
@@ -62,7 +89,9 @@ SECRET_PATTERNS: tuple[SecretPattern, ...] = (
     ),
     _p(
         "discord webhook",
-        r"(?:https?://)?(?:[a-z]+\.)?discord(?:app)?\.com/api/webhooks/\d+/[A-Za-z0-9_-]{20,}",
+        # The subdomain is bounded: an unbounded [a-z]+ rescans a long run of letters from every
+        # position (quadratic time on text that only has to leave Carrier).
+        r"(?:https?://)?(?:[a-z]{1,32}\.)?discord(?:app)?\.com/api/webhooks/\d+/[A-Za-z0-9_-]{20,}",
     ),
     _p(
         "json web token", _B + r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}" + _E
@@ -71,6 +100,16 @@ SECRET_PATTERNS: tuple[SecretPattern, ...] = (
     _p(
         "url credentials",
         r"(?<=://)[^\s/?#@:]+:[^\s/?#@]+(?=@)",
+    ),
+    _p(
+        "url query credential",
+        r"[?&](?:" + "|".join(re.escape(name) for name in _QUERY_NAMES) + r")="
+        r"(?P<secret>[^&\s#\"'<>]{8,})",
+        re.IGNORECASE,
+    ),
+    _p(
+        "bearer token",
+        r"(?<=\b[Bb]earer )(?=[A-Za-z._~+/=-]*[0-9])[A-Za-z0-9._~+/=-]{20,}",
     ),
 )
 """Ordered so that a more specific shape is tried before a general one (``sk-ant-`` before
@@ -88,8 +127,7 @@ def find_secret_shapes(text: str) -> list[tuple[int, int, str]]:
     without overlaps (the first pattern to claim a span keeps it)."""
     spans: list[tuple[int, int, str]] = []
     for pattern in SECRET_PATTERNS:
-        for match in pattern.regex.finditer(text):
-            start, end = match.span()
+        for start, end in pattern.spans(text):
             if start == end or any(s < end and start < e for s, e, _ in spans):
                 continue
             spans.append((start, end, pattern.name))
@@ -142,6 +180,15 @@ def mask_url(value: str) -> str:
     if any(v and secret_query_name(k) for k, v in pairs):
         query = urlencode([(k, "***" if v and secret_query_name(k) else v) for k, v in pairs])
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s\"'<>]+")
+
+
+def mask_urls(text: str) -> str:
+    """``text`` with :func:`mask_url` applied to every URL in it (a log line or a status note
+    that names an endpoint)."""
+    return _URL.sub(lambda m: mask_url(m.group(0)), text) if "://" in text else text
 
 
 def _split(value: str) -> SplitResult | None:
