@@ -14,9 +14,12 @@ from typing import Any
 from carrier.builtin.persona import example_pairs
 from carrier.llm.base import ModelProvider
 from carrier.llm.models import credential_env_vars, has_credentials, resolve_model
+from carrier.llm.redacting import redacting
 from carrier.memory.base import Store
 from carrier.memory.embedder import Embedder
 from carrier.runtime import AgentRuntime
+from carrier.safety.known import learn_character, learn_environment
+from carrier.safety.patterns import mask_url
 from carrier.settings import Settings
 
 __all__ = [
@@ -26,6 +29,7 @@ __all__ = [
     "choose_model",
     "default_embedder",
     "given_model",
+    "learn_secrets",
     "load_embedder",
     "offline_summary",
     "open_store",
@@ -62,7 +66,8 @@ class ModelChoice:
         the way out of offline mode is :func:`offline_summary`'s to say."""
         if self.offline:
             return "offline" + (f" ({self.note})" if self.note else "")
-        text = f"using {self.model}" + (f" at {self.api_base}" if self.api_base else "")
+        at = f" at {mask_url(self.api_base)}" if self.api_base else ""  # never its credentials
+        text = f"using {self.model}{at}"
         return text + (f" ({self.note})" if self.note else "")
 
 
@@ -94,7 +99,11 @@ def choose_model(
     character: Any, settings: Settings, *, embedder: Embedder, environ: Mapping[str, str]
 ) -> ModelChoice:
     """The character's model if its credentials are there, else ``CARRIER_MODEL`` if its are, else
-    the offline provider (which answers from the character's own message examples)."""
+    the offline provider (which answers from the character's own message examples).
+
+    The provider comes wrapped in the redactor (:mod:`carrier.llm.redacting`), and the
+    process-wide redactor learns the secrets the character references."""
+    learn_secrets(character, environ)
     ms = character.model_settings
     wanted = resolve_model(model=ms.model, model_provider=ms.model_provider, default=None)
     candidates: list[tuple[str, str | None]] = []
@@ -122,7 +131,11 @@ def choose_model(
                 keys = " or ".join(credential_env_vars(wanted)) or "its key"
                 note = f"asks for {wanted}, but {keys} is not set"
             return ModelChoice(
-                provider=provider, model=model, offline=False, note=note, api_base=api_base
+                provider=redacting(provider),
+                model=model,
+                offline=False,
+                note=note,
+                api_base=api_base,
             )
 
     from carrier.llm.offline import OfflineProvider
@@ -138,7 +151,15 @@ def choose_model(
         why = f"asks for {wanted}, but {keys} is not set"
     else:
         why = "no model is configured"
-    return ModelChoice(provider=offline, model="offline", offline=True, note=why)
+    return ModelChoice(provider=redacting(offline), model="offline", offline=True, note=why)
+
+
+def learn_secrets(character: Any, environ: Mapping[str, str]) -> None:
+    """Teach the process-wide redactor the credentials in ``environ`` (some appear only after
+    start-up: a generated secret key) and the values ``character`` references. A redactor the
+    edge did not configure (library use, tests) does not learn."""
+    learn_environment(environ)
+    learn_character(character, environ)
 
 
 def _character_key(character: Any, model: str, environ: Mapping[str, str]) -> str | None:
@@ -170,9 +191,10 @@ async def open_store(settings: Settings) -> Store:
 
 
 def given_model(model: ModelProvider) -> ModelChoice:
-    """A model chosen by the caller (a ``model_factory``, tests): its name as the API shows it."""
+    """A model chosen by the caller (a ``model_factory``, tests): its name as the API shows it,
+    the model behind the redactor like every other."""
     name = "offline" if model.offline else str(getattr(model, "model", None) or model.name)
-    return ModelChoice(provider=model, model=name, offline=model.offline)
+    return ModelChoice(provider=redacting(model), model=name, offline=model.offline)
 
 
 def default_embedder() -> Embedder:
@@ -199,6 +221,11 @@ def build_runtime(
     environ: Mapping[str, str],
     model: ModelProvider | None = None,
 ) -> tuple[AgentRuntime, ModelChoice]:
+    """A runtime for ``character`` and the model chosen for it. The model sits behind the
+    redactor (everything it says is redacted before a stage sees it: replies, stored memories,
+    facts, summaries, tool-call arguments), and the redactor learns the character's secrets."""
+    if model is not None:
+        learn_secrets(character, environ)
     choice = (
         given_model(model)
         if model is not None

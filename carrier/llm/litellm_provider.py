@@ -25,6 +25,7 @@ from carrier.llm._litellm import (
 from carrier.llm.base import ModelProvider, ModelRequest, ModelResult
 from carrier.llm.models import credential_env_vars, vendor_of
 from carrier.llm.resilience import Backoff, CircuitBreaker, retry_async
+from carrier.safety.redact import current_redactor
 
 __all__ = ["LiteLLMProvider", "load_litellm"]
 
@@ -265,11 +266,12 @@ class LiteLLMProvider(ModelProvider):
         raise ProviderError(f"model call failed: {summary}{hint}") from failures[-1][2]
 
     def _describe(self, exc: BaseException) -> str:
-        """The error for messages and logs, with the api key masked."""
+        """The error for messages and logs: the api key masked, then every secret the redactor
+        knows or recognises replaced (vendors quote the key they were sent), then cut."""
         text = f"{type(exc).__name__}: {exc}".strip()
         if self._api_key and len(self._api_key) >= 4:
             text = text.replace(self._api_key, "***")
-        return text[:500]
+        return current_redactor().clean(text, where="error")[:500]
 
     def _cache_key(self, request: ModelRequest) -> str | None:
         return self.cache.key(self._models_for(request), request, self._temperature(request))
