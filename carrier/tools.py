@@ -22,6 +22,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from carrier import untrusted
 from carrier.character.secrets import LiteralSecretError, SecretRef, parse_secret_ref
 from carrier.plugins import Action, ActionResult, Plugin
+from carrier.safety.known import learn_value
+from carrier.safety.redact import current_redactor
 
 __all__ = [
     "MAX_OUTPUT_CHARS",
@@ -209,6 +211,9 @@ async def call_tool(
                     break
                 chunks.append(chunk)
             text = b"".join(chunks).decode(response.encoding or "utf-8", errors="replace")
+            # Redacted before it is cut (no half secret slips past) and before the model, the
+            # log or the store sees it: a service may echo the key it was sent.
+            text, cut = current_redactor().clean_head(text, 2 * MAX_OUTPUT_CHARS, where="tool")
     except httpx.TimeoutException:
         raise ToolCallError(f"tool {spec.name}: no answer within {spec.timeout_s:g} s") from None
     except httpx.HTTPError as exc:
@@ -221,7 +226,7 @@ async def call_tool(
         raise ToolCallError(
             f"tool {spec.name}: the endpoint redirected (HTTP {response.status_code}); redirects are not followed"
         )
-    if len(text) > MAX_OUTPUT_CHARS:
+    if cut or len(text) > MAX_OUTPUT_CHARS:
         text = text[:MAX_OUTPUT_CHARS] + "\n[output cut]"
     return text
 
@@ -229,7 +234,10 @@ async def call_tool(
 def tool_action(
     spec: ToolSpec, *, environ: Mapping[str, str], transport: httpx.AsyncBaseTransport | None = None
 ) -> Action:
-    """An action that runs the tool with the arguments of the model's tool call."""
+    """An action that runs the tool with the arguments of the model's tool call. The redactor
+    learns the values of its header secrets."""
+    for name, raw in spec.headers.items():
+        learn_value(parse_secret_ref(name, raw).resolve(environ))
 
     async def handler(turn: Any) -> ActionResult:
         call = turn.current_tool_call or {}
@@ -238,9 +246,10 @@ def tool_action(
                 spec, call.get("arguments") or {}, environ=environ, transport=transport
             )
         except ToolCallError as exc:
-            log.info("%s", exc)
+            error = current_redactor().clean(str(exc), where="tool")
+            log.info("%s", error)
             return ActionResult(
-                action=spec.name.upper(), ok=False, error=str(exc), data={"output": f"error: {exc}"}
+                action=spec.name.upper(), ok=False, error=error, data={"output": f"error: {error}"}
             )
         return ActionResult(action=spec.name.upper(), data={"output": output})
 
