@@ -2,7 +2,8 @@
 
 Turns are counted by an ``on_turn_end`` hook registered in every agent (:meth:`Metrics.plugin`),
 so turns from every client count, not only the API's. Failed turns and server errors are counted
-where they are caught.
+where they are caught. Redactions are heard from every redactor in the process
+(:func:`carrier.safety.on_redaction`), by exit.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Mapping, Sequence
 
 from carrier.pipeline.base import HookPoint, HookResult, Turn
 from carrier.plugins import Plugin
+from carrier.safety.redact import RedactionEvent, on_redaction
 from carrier.types import Usage, utcnow
 
 __all__ = ["CONTENT_TYPE", "Metrics"]
@@ -45,7 +47,9 @@ class Metrics:
         self.cost_usd = 0.0
         self.stage_ms: dict[str, float] = defaultdict(float)
         self.stage_count: dict[str, int] = defaultdict(int)
+        self.redactions: dict[str, int] = defaultdict(int)
         self.started = time.time()
+        on_redaction(self.redacted)  # held weakly: a Metrics that is dropped stops listening
 
     def observe_turn(
         self,
@@ -71,6 +75,10 @@ class Metrics:
     def error(self, source: str) -> None:
         """Count an error: ``turn`` (a turn raised) or ``http`` (a request hit a bug)."""
         self.errors[source] += 1
+
+    def redacted(self, event: RedactionEvent) -> None:
+        """Count secrets replaced, by where they were about to go (``model``, ``api``, ``log``...)."""
+        self.redactions[event.where] += event.count
 
     def plugin(self) -> Plugin:
         """A plugin whose ``on_turn_end`` hook observes every finished turn."""
@@ -118,6 +126,12 @@ class Metrics:
         for source in sorted({"turn", "http", *self.errors}):
             lines.append(f'carrier_errors_total{{source="{_label(source)}"}} {self.errors[source]}')
         lines += [
+            "# HELP carrier_redactions_total Secrets replaced before text left Carrier, by exit.",
+            "# TYPE carrier_redactions_total counter",
+            *(
+                f'carrier_redactions_total{{where="{_label(where)}"}} {count}'
+                for where, count in sorted(self.redactions.items())
+            ),
             "# HELP carrier_tokens_total Model tokens used, by kind.",
             "# TYPE carrier_tokens_total counter",
             *(f'carrier_tokens_total{{kind="{k}"}} {v}' for k, v in sorted(self.tokens.items())),

@@ -16,6 +16,7 @@ from carrier.api.schemas import AgentOut
 from carrier.api.settings import ApiSettings
 from carrier.character import parse_character
 from carrier.errors import CharacterError
+from carrier.safety.redact import shown
 from carrier.settings import Settings
 
 __all__ = ["ApiState", "agent_out", "api_state"]
@@ -43,7 +44,9 @@ def api_state(request: Request) -> ApiState:
 
 
 def agent_out(status: AgentStatus, state: ApiState) -> AgentOut:
-    """An agent as the API shows it: secret references left out, their status shown instead."""
+    """An agent as the API shows it: secret references left out, their status shown instead;
+    the model's name and notes with any endpoint's credentials masked (``CARRIER_API_BASE`` may
+    carry a password or a key), as are the reasons clients were skipped."""
     record = status.record
     try:
         secrets = secret_status(parse_character(record.character), state.manager.environ)
@@ -54,11 +57,11 @@ def agent_out(status: AgentStatus, state: ApiState) -> AgentOut:
         name=record.name,
         status=record.status,
         running=status.running,
-        model=status.model,
-        model_note=status.model_note,
+        model=shown(status.model),
+        model_note=shown(status.model_note),
         offline=status.offline,
         clients=status.clients,
-        skipped_clients=status.skipped,
+        skipped_clients={name: shown(why) or "" for name, why in status.skipped.items()},
         secrets=secrets,
         character=public_character(record.character),
         created_at=record.created_at,

@@ -15,6 +15,7 @@ from carrier.api.errors import error_responses
 from carrier.api.schemas import ID_PATTERN, AgentOut
 from carrier.api.state import ApiState, agent_out, api_state
 from carrier.character import character_data, parse_character
+from carrier.safety.redact import shown
 
 __all__ = ["router"]
 
@@ -118,7 +119,7 @@ def _started(status: AgentStatus) -> str:
     parts = [f"{status.record.name} ({status.record.id}): {model}"]
     parts += [f"{name} started" for name in status.clients]
     parts += [f"{name} skipped: {why}" for name, why in status.skipped.items()]
-    return "; ".join(parts)
+    return shown("; ".join(parts), where="log") or ""
 
 
 @router.post(

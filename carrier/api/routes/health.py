@@ -16,6 +16,7 @@ from carrier.api.metrics import CONTENT_TYPE
 from carrier.api.schemas import AgentHealth, HealthOut
 from carrier.api.state import ApiState, api_state
 from carrier.errors import CarrierError
+from carrier.safety.redact import shown
 
 __all__ = ["router"]
 
@@ -66,8 +67,8 @@ async def _agents(state: ApiState) -> list[AgentHealth] | None:
             AgentHealth(
                 id=agent_id,
                 name=record.name,
-                model=status.model,
-                model_note=status.model_note,
+                model=shown(status.model),  # an endpoint's credentials never show
+                model_note=shown(status.model_note),
                 offline=status.offline,
             )
         )

@@ -28,6 +28,7 @@ from carrier.api.state import ApiState, api_state
 from carrier.api.uploads import upload_quota
 from carrier.errors import ProviderError
 from carrier.runtime import TurnResult
+from carrier.safety.redact import current_redactor
 from carrier.types import Attachment, Author, Channel, Message, RoomKind
 
 __all__ = ["router"]
@@ -35,6 +36,9 @@ __all__ = ["router"]
 log = logging.getLogger(__name__)
 
 router = APIRouter(tags=["messages"], responses=error_responses(401, 429))
+
+WHERE = "api"
+"""Where the API's redactions are counted (``carrier_redactions_total{where="api"}``)."""
 
 _MESSAGE_BODY: dict[str, Any] = {
     "requestBody": {
@@ -166,12 +170,22 @@ def _validate(data: Any) -> MessageIn:
 
 
 def _out(result: TurnResult, include_thought: bool) -> MessageOut:
+    """The turn as the API answers it, through the redactor once more: the model's text was
+    redacted at the model boundary, but hooks, actions and tools may have added some since."""
+    redactor = current_redactor()
+    done: dict[str, str] = {}
+
+    def clean(text: str) -> str:  # once per text: ``reply`` repeats the replies' text
+        if text not in done:
+            done[text] = redactor.clean(text, where=WHERE)
+        return done[text]
+
     return MessageOut(
-        reply=result.text,
+        reply=clean(result.text),
         replies=[
             ReplyOut(
                 id=m.id,
-                text=m.content.text,
+                text=clean(m.content.text),
                 actions=m.content.actions,
                 attachments=[
                     a.model_dump(mode="json", exclude={"path"}) for a in m.content.attachments
@@ -179,10 +193,10 @@ def _out(result: TurnResult, include_thought: bool) -> MessageOut:
             )
             for m in result.replies
         ],
-        actions=json.loads(json.dumps(result.actions, default=str)),
-        thought=(result.thought or None) if include_thought else None,
+        actions=redactor.scrub(json.loads(json.dumps(result.actions, default=str)), where=WHERE),
+        thought=clean(result.thought or "") or None if include_thought else None,
         status=result.status,
-        reason=result.reason,
+        reason=clean(result.reason) if result.reason else result.reason,
         offline=result.offline,
         usage=UsageOut(**result.usage.model_dump()),
         message_id=result.inbound_id,
@@ -195,9 +209,13 @@ def _sse(event: str, data: str) -> str:
 
 def _stream(state: ApiState, handle: Any, message: Message, include_thought: bool) -> Response:
     queue: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
+    # A secret split across chunks is held back until it can be replaced whole.
+    pieces = current_redactor().stream(where=WHERE)
 
     async def on_chunk(piece: str) -> None:
-        await queue.put(("chunk", json.dumps(piece)))
+        safe = pieces.feed(piece)
+        if safe:
+            await queue.put(("chunk", json.dumps(safe)))
 
     async def run() -> None:
         try:
@@ -205,7 +223,11 @@ def _stream(state: ApiState, handle: Any, message: Message, include_thought: boo
         except Exception as exc:
             state.metrics.error("turn")
             if isinstance(exc, ProviderError):
-                error = {"error": "provider_failed", "message": f"the model provider failed: {exc}"}
+                detail = current_redactor().clean(str(exc), where=WHERE)
+                error = {
+                    "error": "provider_failed",
+                    "message": f"the model provider failed: {detail}",
+                }
             else:
                 log.exception("turn failed while streaming")
                 error = {
@@ -214,6 +236,9 @@ def _stream(state: ApiState, handle: Any, message: Message, include_thought: boo
                 }
             await queue.put(("error", json.dumps(error)))
             return
+        rest = pieces.finish()
+        if rest:
+            await queue.put(("chunk", json.dumps(rest)))
         await queue.put(("done", _out(result, include_thought).model_dump_json()))
 
     # The turn runs on its own: a client that goes away does not cancel it, so its reply is
