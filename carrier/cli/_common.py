@@ -16,6 +16,7 @@ import typer
 
 if TYPE_CHECKING:
     from carrier.character import Character
+    from carrier.settings import Settings
 
 __all__ = ["err", "load_or_exit", "quiet_ml", "run_or_exit", "setup_logging"]
 
@@ -53,13 +54,22 @@ class _CurrentStderr:
         sys.stderr.flush()
 
 
-def setup_logging(level: str) -> None:
+def setup_logging(level: str, *, settings: Settings | None = None) -> None:
+    """Logging for a command, with secrets kept out of it: the process-wide redactor is
+    configured from the environment (and ``settings``, which may hold values from ``.env``) and
+    a redacting filter goes on the root logger and its handlers, so no record (tracebacks and
+    chained exceptions included) writes a key. Nothing is printed while configuring."""
+    from carrier.safety.known import configure_redactor
+    from carrier.safety.logs import install_log_redaction
+
     numeric = getattr(logging, level.upper(), logging.INFO)
     logging.basicConfig(
         level=numeric,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=_CurrentStderr(),
     )
+    configure_redactor(environ=os.environ, settings=settings)
+    install_log_redaction()
     # Libraries' warnings (deprecations, pydantic's notes on their types) are for their authors:
     # logged, shown only with CARRIER_LOG_LEVEL=DEBUG, never printed among a persona's replies.
     # Carrier's own code reports through logging, not warnings.

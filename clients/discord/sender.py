@@ -9,6 +9,7 @@ from typing import Any
 
 import discord
 
+from carrier.safety.redact import current_redactor
 from clients.discord.config import DiscordPolicy
 from clients.discord.split import split_message
 from clients.discord.text import escape_mass_mentions
@@ -41,7 +42,10 @@ def _only(user_id: int | None) -> list[discord.abc.Snowflake] | bool:
 
 
 def outgoing_parts(text: str, policy: DiscordPolicy) -> list[str]:
-    """The messages a reply text becomes: mass mentions escaped, then split to size."""
+    """The messages a reply text becomes: secrets redacted (a last guard, whatever produced the
+    text), mass mentions escaped, then split to size. Every reply and slash-command answer is
+    sent in these parts."""
+    text = current_redactor().clean(text, where="discord")
     return split_message(escape_mass_mentions(text), policy.max_message_length)
 
 

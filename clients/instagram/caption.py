@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from carrier.safety.redact import current_redactor
 from clients.instagram.errors import CaptionRejected
 
 __all__ = ["prepare_caption"]
@@ -13,11 +14,15 @@ _HASHTAG = re.compile(r"(?<![\w&])#(\w+)")
 
 
 def prepare_caption(text: str, *, max_hashtags: int = 5, max_length: int = 2200) -> str:
-    """Drop hashtags past the cap (and repeats), tidy the spaces they leave, and check the length.
+    """Redact secrets, drop hashtags past the cap (and repeats), tidy the spaces they leave, and
+    check the length.
 
-    A caption still too long is refused rather than cut: a cut caption can end mid-sentence
-    in the persona's voice, so the writer should produce a shorter one.
+    Every caption passes here before it is drafted or published, so this is the caption's last
+    guard against a secret (whatever wrote it). A caption still too long is refused rather than
+    cut: a cut caption can end mid-sentence in the persona's voice, so the writer should produce a
+    shorter one.
     """
+    text = current_redactor().clean(text, where="instagram")
     seen: set[str] = set()
 
     def keep(match: re.Match[str]) -> str:
