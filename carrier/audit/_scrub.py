@@ -28,22 +28,12 @@ _REDACTED = "[redacted:{}]"
 
 
 def redact_text(text: str) -> str:
-    """``text`` with every secret replaced.
+    """``text`` through the process-wide redactor (:mod:`carrier.safety.redact`): the known secret
+    values the edge taught it and every secret shape. Not reported as a redaction (``where``
+    None): the audit log is where secrets are kept out of, not an exit they leave by."""
+    from carrier.safety.redact import current_redactor
 
-    REDACTOR SWITCH: until the redactor (``carrier/safety/redact.py``) lands, this masks the
-    secret-shaped strings :func:`carrier.safety.patterns.find_secret_shapes` finds (vendor key
-    shapes, PEM blocks, tokens, credentials in URLs), but not the known secret values it will also
-    know (the environment values a persona or tool references). Replace this body with the
-    redactor's call; nothing else in the audit package needs to change.
-    """
-    from carrier.safety.patterns import find_secret_shapes, mask_url, url_credentials
-
-    spans = find_secret_shapes(text)
-    for start, end, kind in reversed(spans):
-        text = text[:start] + _REDACTED.format(kind) + text[end:]
-    if url_credentials(text):
-        text = mask_url(text)
-    return text
+    return current_redactor().clean(text, where=None)
 
 
 def _text(value: str, limit: int = MAX_TEXT) -> str:

@@ -10,7 +10,6 @@ given to the agents as ``services["audit"]``, hearing the redactor, closed last:
 
 from __future__ import annotations
 
-import logging
 from collections.abc import MutableMapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -22,8 +21,6 @@ if TYPE_CHECKING:
     from carrier.settings import Settings
 
 __all__ = ["HostAudit", "open_host_audit"]
-
-log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -45,8 +42,5 @@ async def open_host_audit(settings: Settings, services: MutableMapping[str, Any]
     await audit.open()
     services["audit"] = audit
     redactions = RedactionRecorder(audit)
-    try:
-        redactions.start()
-    except ImportError:  # a Carrier without the redactor: nothing to hear
-        log.debug("audit: no redactor to listen to")
+    redactions.start()
     return HostAudit(log=audit, redactions=redactions)

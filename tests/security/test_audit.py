@@ -7,6 +7,7 @@ httpx, ``carrier`` as a subprocess."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sqlite3
@@ -26,11 +27,13 @@ from carrier.api import ApiSettings, create_app
 from carrier.audit import AuditEvent, AuditFilter, AuditKind, AuditLog, NullAuditLog, SQLiteAuditLog
 from carrier.audit.base import MIN_KEEP
 from carrier.audit.context import cli_actor
+from carrier.audit.redactions import RedactionRecorder
 from carrier.errors import StoreError
 from carrier.llm.fake import FunctionModel
 from carrier.memory.fake import HashEmbedder
 from carrier.memory.rights import entity_id_for
 from carrier.memory.sqlite import SQLiteStore
+from carrier.safety.redact import Redactor, using_redactor
 from carrier.settings import Settings
 from carrier.types import utcnow
 from tests.api.conftest import ADMIN, CHARACTER, REPO
@@ -416,3 +419,50 @@ async def test_audit_forgets_by_api_and_command_and_carrier_audit_lists_them(
     assert len(since.stdout.splitlines()) == 2 and "--cursor" in since.stderr
     bad = carrier_cli("audit", "--kind", "not a kind", data_dir=data_dir)
     assert bad.returncode == 2 and "is not a kind" in bad.stderr
+
+
+# -- redactions ------------------------------------------------------------------------------------
+
+
+async def test_audit_never_stores_a_known_secret_value(
+    audit: AuditLog, audit_factory: AuditFactory
+) -> None:
+    """A value the edge taught the redactor (an environment value a persona references) has no
+    shape of its own; it is kept out all the same."""
+    known = "correct-horse-battery-staple-42"
+    with using_redactor(Redactor([known])):
+        await audit.record(
+            AuditKind.TOOL_CALL, actor="admin", detail={"error": f"the service said {known}"}
+        )
+    assert known not in dump(audit_factory.raw())
+
+
+async def test_audit_records_redactions_summed_per_exit(
+    audit: AuditLog, audit_factory: AuditFactory
+) -> None:
+    known = "correct-horse-battery-staple-42"
+    redactor = Redactor([known])
+    recorder = RedactionRecorder(audit, interval_s=3600)
+    with using_redactor(redactor):
+        recorder.start()
+        redactor.redact(f"the key is {known}", where="api")
+        redactor.redact(f"{OPENAI} and {GITHUB}", where="api")
+        # The logging filter redacts on whatever thread logs: heard from there too.
+        await asyncio.to_thread(redactor.redact, f"retrying with {OPENAI}", where="log")
+        redactor.redact("nothing secret here", where="discord")
+        assert await recorder.flush() == 2
+        redactor.redact(PEM, where="log")
+        await recorder.stop()
+        redactor.redact(OPENAI, where="api")  # after stop: not heard
+        assert await recorder.flush() == 0
+
+    events = (await audit.list_events(AuditFilter(kinds=("safety.redaction",)))).items
+    summary = sorted(
+        (e.detail["where"], e.detail["secrets"], e.detail["redactions"]) for e in events
+    )
+    assert summary == [("api", 3, 2), ("log", 1, 1), ("log", 1, 1)]
+    api = next(e for e in events if e.detail["where"] == "api")
+    assert api.actor == "system" and api.result == "ok"
+    assert "known value" in api.detail["kinds"] and len(api.detail["kinds"]) == 3
+    stored = dump(audit_factory.raw())
+    assert known not in stored and OPENAI not in stored and GITHUB not in stored
