@@ -24,8 +24,6 @@ _SCAN = 20_000
 """Characters of one string the redactor reads before the cut: far beyond :data:`MAX_TEXT`, so
 a secret is never cut before it is recognized (and only then is the text cut)."""
 
-_REDACTED = "[redacted:{}]"
-
 
 def redact_text(text: str) -> str:
     """``text`` through the process-wide redactor (:mod:`carrier.safety.redact`): the known secret
