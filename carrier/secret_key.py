@@ -30,7 +30,7 @@ def ensure_secret_key(data_dir: Path, environ: MutableMapping[str, str]) -> str:
     if path.exists():
         value = path.read_text(encoding="utf-8").strip()
     if not value:
-        data_dir.mkdir(parents=True, exist_ok=True)
+        data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         value = secrets.token_urlsafe(48)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as f:

@@ -30,9 +30,10 @@ def chat(
 ) -> None:
     """Talk to a persona in the terminal (reads piped stdin too). Memory persists across runs."""
     quiet_ml()
+    from carrier.datadir import private_data_dir
     from carrier.settings import load_settings
 
-    settings = load_settings()
+    settings = private_data_dir(load_settings())
     setup_logging(settings.log_level if settings.log_level.upper() != "INFO" else "WARNING")
     character = load_or_exit(character_path)
     name = user or os.environ.get("CARRIER_USER") or _login_name()

@@ -49,9 +49,11 @@ def doctor(
     quiet_ml()
     setup_logging("ERROR")  # the report says what matters; library warnings would only repeat it
     from carrier.cli._progress import working
+    from carrier.datadir import private_umask
     from carrier.doctor import run_doctor
     from carrier.doctor.render import render_json, render_text
 
+    private_umask()  # what it creates is private; it reports the data dir's mode, never changes it
     with working("checking the deployment"):
         report = run_or_exit(
             run_doctor(

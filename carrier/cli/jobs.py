@@ -36,11 +36,12 @@ jobs_app = typer.Typer(
 
 def _with_store(action: Callable[[JobStore], Awaitable[T]]) -> T:
     """Open the job store in the data dir, run ``action``, close it; errors exit non-zero."""
+    from carrier.datadir import private_data_dir
     from carrier.jobs.service import JobService
     from carrier.settings import load_settings
 
     store = JobService.from_settings(
-        load_settings()
+        private_data_dir(load_settings())
     ).store  # MongoDB when CARRIER_MONGODB_URI is set
 
     async def main() -> T:

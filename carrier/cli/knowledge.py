@@ -74,9 +74,10 @@ class _Session:
             self.store = await self.deps.store()
         else:
             from carrier.assemble import open_store
+            from carrier.datadir import private_data_dir
             from carrier.settings import load_settings
 
-            self.store = await open_store(load_settings())
+            self.store = await open_store(private_data_dir(load_settings()))
         return self
 
     async def __aexit__(

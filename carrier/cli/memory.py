@@ -55,10 +55,11 @@ AgentOption = Annotated[
 def _with_store(action: Callable[[Store], Awaitable[T]]) -> T:
     """Open the configured store, run ``action``, close it; errors exit non-zero with a message."""
     from carrier.assemble import open_store
+    from carrier.datadir import private_data_dir
     from carrier.settings import load_settings
 
     async def main() -> T:
-        store = await open_store(load_settings())
+        store = await open_store(private_data_dir(load_settings()))
         try:
             return await action(store)
         finally:
