@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx
 
-ADMIN = "bench-admin-token"
+ADMIN = "bench-admin-token-of-24-characters"
 CHARACTER = {
     "name": "Bench",
     "bio": ["Bench answers quickly."],

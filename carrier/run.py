@@ -7,7 +7,9 @@ skipped and why), runs the job worker and scheduler, and serves the API and cons
 What a user sees, in order: a port that is taken stops both commands before anything loads;
 ``progress`` (a spinner, from the CLI) shows while the embedding model loads and while each
 agent starts; each agent is reported once, as it starts (its model name and clients); the
-offline explanation comes once, after the agents, naming those it applies to.
+offline explanation comes once, after the agents, naming those it applies to; then, once the API
+listens, the console's address, carrying the local admin token in its fragment when stdout is a
+terminal (:func:`carrier.local_token.console_invitation`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import contextlib
 import logging
 import os
 import signal
+import sys
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from importlib.metadata import entry_points
@@ -24,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from carrier.errors import CarrierError, ConfigError
+from carrier.local_token import admin_token, console_invitation
 from carrier.ports import port_problem
 from carrier.secret_key import ensure_secret_key
 from carrier.settings import Settings
@@ -47,6 +51,14 @@ def _say(message: str) -> None:
 
 def _silent(message: str) -> AbstractContextManager[None]:
     return nullcontext()
+
+
+def _terminal() -> bool:
+    """Whether stdout is a terminal (only then may a line carry the local admin token)."""
+    try:
+        return sys.stdout.isatty()
+    except (AttributeError, ValueError):  # replaced or closed stdout
+        return False
 
 
 def check_port(host: str, port: int) -> None:
@@ -89,6 +101,7 @@ async def run_main(
         check_bind(host, settings)
         check_port(host, port)
     ensure_secret_key(settings.data_dir, os.environ)
+    token = admin_token(settings) if serve_api else None  # minted before anything is served
     store = await open_store(settings)
     embedder = default_embedder()
     manager = AgentManager(store=store, embedder=embedder, settings=settings, environ=os.environ)
@@ -121,11 +134,11 @@ async def run_main(
         if summary:
             _say(summary)
         await jobs.start()
-        if serve_api:
+        if token is not None:
             from carrier.api import api_server
 
             async with api_server(manager, settings, host=host, port=port) as url:
-                _say(f"agent API and console on {url} (Ctrl-C to stop)")
+                _say(console_invitation(url, token, terminal=_terminal()))
                 await _wait_for_stop()
         elif clients:
             _say("running (Ctrl-C to stop)")
@@ -162,6 +175,7 @@ async def serve_main(
     check_bind(host, settings)
     check_port(host, port)  # before the store opens
     ensure_secret_key(settings.data_dir, os.environ)
+    token = admin_token(settings)
     store = await open_store(settings)
     # The web process enqueues and approves jobs; the worker process (carrier run) runs them.
     jobs = JobService.from_settings(settings)
@@ -176,7 +190,13 @@ async def serve_main(
     )
     audit = await open_host_audit(settings, manager.services)
     try:
-        await serve(manager, settings, host=host, port=port)  # uvicorn handles SIGINT/SIGTERM
+        await serve(  # uvicorn handles SIGINT/SIGTERM
+            manager,
+            settings,
+            host=host,
+            port=port,
+            ready=lambda url: _say(console_invitation(url, token, terminal=_terminal())),
+        )
     finally:
         await manager.close()
         await audit.aclose()

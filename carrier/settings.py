@@ -8,12 +8,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-__all__ = ["Settings", "load_settings"]
+from carrier.errors import ConfigError
+
+__all__ = ["ADMIN_TOKEN_MIN", "MAKE_TOKEN", "Settings", "explain_settings", "load_settings"]
+
+ADMIN_TOKEN_MIN = 24
+"""The shortest ``CARRIER_ADMIN_TOKEN`` accepted: it guards everything, so it must not be
+guessable (a token from :data:`MAKE_TOKEN` has 43 characters)."""
+MAKE_TOKEN = 'python -c "import secrets; print(secrets.token_urlsafe(32))"'
+"""The command the error messages suggest for making an admin token."""
 
 
 class Settings(BaseSettings):
@@ -24,6 +32,9 @@ class Settings(BaseSettings):
         env_file=".env",
         env_file_encoding="utf-8",
         extra="ignore",
+        # A rejected value may be a secret (the admin token, a MongoDB URL with a password):
+        # errors name the setting, never repeat what it was set to.
+        hide_input_in_errors=True,
     )
 
     data_dir: Path = Field(default_factory=lambda: Path.home() / ".carrier")
@@ -35,6 +46,13 @@ class Settings(BaseSettings):
     api_base: str | None = None
     """Base URL of an OpenAI-compatible endpoint (a local server, a proxy) used with ``model``."""
     admin_token: SecretStr | None = None
+    """The API's admin bearer token, at least :data:`ADMIN_TOKEN_MIN` characters. Unset: a local
+    token is minted into the data dir (:mod:`carrier.local_token`) and the API binds to
+    loopback only."""
+    public_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    """Host names the API answers to besides the address it listens on and, on loopback,
+    ``localhost``/``127.0.0.1``/``[::1]`` (comma-separated; ``name`` or ``name:port``): the
+    names of a reverse proxy in front of it. Any other ``Host`` is refused (DNS rebinding)."""
     secret_key: SecretStr | None = None
     characters_dir: Path = Path("characters")
     """Where ``carrier run`` finds personas when none are named."""
@@ -63,6 +81,38 @@ class Settings(BaseSettings):
     def _expand(cls, value: Path) -> Path:
         return value.expanduser()
 
+    @field_validator("admin_token", mode="after")
+    @classmethod
+    def _strong_token(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is None:
+            return None
+        token = value.get_secret_value()
+        if not token.strip():
+            raise ValueError(
+                "CARRIER_ADMIN_TOKEN is set but blank: unset it (a local token is then minted "
+                f"into the data dir) or set it to a long random string ({MAKE_TOKEN})"
+            )
+        if token != token.strip():
+            raise ValueError(
+                "CARRIER_ADMIN_TOKEN starts or ends with whitespace, which no client sends "
+                "back: remove it"
+            )
+        if len(token) < ADMIN_TOKEN_MIN:
+            raise ValueError(
+                f"CARRIER_ADMIN_TOKEN is too short ({len(token)} characters; at least "
+                f"{ADMIN_TOKEN_MIN}): make one with {MAKE_TOKEN}"
+            )
+        return value
+
+    @field_validator("public_hosts", mode="before")
+    @classmethod
+    def _split_hosts(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = value.split(",")
+        if isinstance(value, list):
+            return [str(part).strip().lower() for part in value if str(part).strip()]
+        return value
+
     @property
     def store_path(self) -> Path:
         return self.data_dir / "carrier.db"
@@ -84,6 +134,17 @@ def load_settings(
         if key.startswith("CARRIER_")
     }
     return _InjectedSettings.model_validate(prefixed)
+
+
+def explain_settings(exc: ValidationError) -> ConfigError:
+    """A :class:`ConfigError` naming each invalid ``CARRIER_*`` variable and what is wrong with
+    it (never its value), for the commands to print instead of a traceback."""
+    lines = []
+    for error in exc.errors():
+        name = "CARRIER_" + "_".join(str(part) for part in error["loc"]).upper()
+        message = str(error["msg"]).removeprefix("Value error, ")
+        lines.append(message if message.startswith(name) else f"{name}: {message}")
+    return ConfigError("invalid settings: " + "; ".join(lines))
 
 
 class _InjectedSettings(Settings):

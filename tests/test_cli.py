@@ -283,10 +283,15 @@ def test_cli_run_serves_api_and_stops_on_sigterm(tmp_path: Path) -> None:
                 pass
             assert time.monotonic() < deadline, "the API did not come up"
             time.sleep(0.3)
-        agents = httpx.get(f"{base}/agents", timeout=10).json()
+        # No CARRIER_ADMIN_TOKEN: the local token minted into the data dir is the admin's.
+        admin = {"Authorization": f"Bearer {(tmp_path / 'admin.token').read_text().strip()}"}
+        agents = httpx.get(f"{base}/agents", headers=admin, timeout=10).json()
         harbor = next(a for a in agents if a["name"] == "Harbor")
         reply = httpx.post(
-            f"{base}/{harbor['id']}/message", json={"text": "who are you?"}, timeout=60
+            f"{base}/{harbor['id']}/message",
+            json={"text": "who are you?"},
+            headers=admin,
+            timeout=60,
         )
         assert reply.status_code == 200, reply.text
         assert "Harbor" in reply.json()["reply"]
@@ -296,6 +301,7 @@ def test_cli_run_serves_api_and_stops_on_sigterm(tmp_path: Path) -> None:
     assert proc.returncode == 0, out
     assert "Harbor (" in out and "skipped discord: DISCORD_API_TOKEN" in out
     assert "agent API and console on http://127.0.0.1:" in out
+    assert "#token=" not in out  # stdout is a pipe: the token stays in its file
     assert "stopping" in out
 
 

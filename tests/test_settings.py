@@ -25,15 +25,18 @@ def test_settings_from_process_environment_and_dotenv(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     (tmp_path / ".env").write_text(
-        "CARRIER_MODEL=openai/from-dotenv\nCARRIER_ADMIN_TOKEN=hunter2\n"
+        "CARRIER_MODEL=openai/from-dotenv\nCARRIER_ADMIN_TOKEN=hunter2-correct-horse-battery-staple\n"
     )
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("CARRIER_RECENT_MESSAGES", "7")
     settings = load_settings()
     assert settings.model == "openai/from-dotenv"
     assert settings.recent_messages == 7
-    assert settings.admin_token is not None and settings.admin_token.get_secret_value() == "hunter2"
-    assert "hunter2" not in repr(settings)
+    assert (
+        settings.admin_token is not None
+        and settings.admin_token.get_secret_value() == "hunter2-correct-horse-battery-staple"
+    )
+    assert "hunter2-correct-horse-battery-staple" not in repr(settings)
 
 
 def test_settings_invalid_value_names_the_variable() -> None:

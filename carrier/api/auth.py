@@ -2,18 +2,22 @@
 
 Two kinds of token:
 
-* the **admin** token, ``CARRIER_ADMIN_TOKEN``: may do everything;
+* the **admin** token: may do everything. ``CARRIER_ADMIN_TOKEN`` when set, else the local token
+  minted into the data dir (:mod:`carrier.local_token`; the server then binds to loopback only);
 * **per-agent** tokens (``POST /tokens``): may message one agent, upload its media, read it and
   its memories; nothing else. Stored as sha256 hashes in the store settings (``api_tokens``).
 
-Without ``CARRIER_ADMIN_TOKEN`` the server binds to loopback only (see :mod:`carrier.api.server`)
-and a request from a loopback address **with no Authorization header** is treated as admin
-(principal ``local``): the operator on the machine needs no token. A request from anywhere else
-then needs a per-agent token. Do not put such a server behind a reverse proxy on the same machine.
+Every request to a protected route needs one: where it comes from (loopback or not) grants
+nothing, because every process and browser page on the machine can reach loopback.
 
 Tokens are compared in constant time. Missing token: 401 with ``WWW-Authenticate: Bearer``; wrong
 token: 401; wrong scope: 403; too many requests for one token: 429 with ``Retry-After``. Failed
-attempts are rate-limited per client address too, so tokens cannot be guessed quickly.
+attempts are counted per client address: past the burst, a wrong token gets 429 instead of 401.
+A valid token is always accepted, limited only by its own rate: a flood of guesses from an
+address (or from everyone behind the same proxy) never locks its owner out. What keeps tokens
+from being guessed is their length (256 random bits when Carrier makes them, at least 24
+characters for ``CARRIER_ADMIN_TOKEN``), not the failure count, which an attacker with many
+addresses would spread out anyway.
 """
 
 from __future__ import annotations
@@ -21,16 +25,14 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
-import ipaddress
 import math
 import secrets
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPBearer
-from pydantic import SecretStr
 
 from carrier.api.errors import ApiError
 from carrier.api.ratelimit import RateLimiter
@@ -124,20 +126,13 @@ class TokenStore:
         return found
 
 
-def _is_loopback(host: str | None) -> bool:
-    try:
-        return host is not None and ipaddress.ip_address(host.split("%")[0]).is_loopback
-    except ValueError:
-        return False
-
-
 class Authenticator:
     """Turns a request into a :class:`Principal`, or raises 401/429."""
 
-    def __init__(
-        self, *, admin_token: SecretStr | None, tokens: TokenStore, limiter: RateLimiter
-    ) -> None:
-        self.admin_token = admin_token.get_secret_value() if admin_token else None
+    def __init__(self, *, admin_token: str, tokens: TokenStore, limiter: RateLimiter) -> None:
+        if not admin_token.strip():
+            raise ValueError("the admin token may not be empty")
+        self.admin_token = admin_token.encode("utf-8")
         self.tokens = tokens
         self.limiter = limiter
 
@@ -145,41 +140,39 @@ class Authenticator:
         host = request.client.host if request.client else None
         header = request.headers.get("authorization")
         if header is None:
-            if self.admin_token is None and _is_loopback(host):
-                return self._limited(Principal(name="local", admin=True))
             raise ApiError(
                 401,
                 "unauthorized",
-                "missing bearer token: send Authorization: Bearer <token>",
+                "missing bearer token: send Authorization: Bearer <token> (the admin token is "
+                "CARRIER_ADMIN_TOKEN, or the admin.token file in the data dir when that is unset)",
                 headers=_CHALLENGE,
             )
-        self._check_failures(host)
         scheme, _, token = header.partition(" ")
         token = token.strip()
         found: Principal | None = None
         if scheme.lower() == "bearer" and token:
-            if self.admin_token is not None and hmac.compare_digest(
-                token.encode("utf-8"), self.admin_token.encode("utf-8")
-            ):
+            if hmac.compare_digest(token.encode("utf-8"), self.admin_token):
                 found = Principal(name="admin", admin=True)
             else:
                 found = await self.tokens.verify(token)
         if found is None:
-            self.limiter.hit(f"fail:{host}")
-            raise ApiError(
-                401,
-                "unauthorized",
-                "invalid bearer token (expected CARRIER_ADMIN_TOKEN or a "
-                "token from POST /tokens, as Authorization: Bearer <token>)",
-                headers=_CHALLENGE,
-            )
+            self._failed(host)
         return self._limited(found)
 
-    def _check_failures(self, host: str | None) -> None:
-        key = f"fail:{host}"
-        if self.limiter.peek(key) < 1.0:
-            wait = self.limiter.hit(key)
+    def _failed(self, host: str | None) -> NoReturn:
+        """401 for a wrong token; 429 once this address has failed more than the burst (the
+        count refills at the per-token rate)."""
+        wait = self.limiter.hit(f"fail:{host}")
+        if wait > 0:
             raise _too_many(wait, "too many failed authentication attempts from this address")
+        raise ApiError(
+            401,
+            "unauthorized",
+            "invalid bearer token (expected CARRIER_ADMIN_TOKEN, the admin.token file in the "
+            "data dir when that is unset, or a token from POST /tokens, as Authorization: "
+            "Bearer <token>)",
+            headers=_CHALLENGE,
+        )
 
     def _limited(self, who: Principal) -> Principal:
         wait = self.limiter.hit(who.rate_key)

@@ -37,6 +37,11 @@ class ApiSettings(BaseSettings):
     token_cache_seconds: float = Field(default=5.0, ge=0)
     """How long per-agent tokens are cached in memory (a token deleted by another process stops
     working after at most this long)."""
+    header_timeout: float = Field(default=10.0, gt=0)
+    """Seconds a client has to send a request's headers (from connecting, or from the previous
+    reply on a kept-alive connection) before the server closes the connection."""
+    keep_alive_timeout: int = Field(default=5, ge=1)
+    """Seconds an idle kept-alive connection stays open."""
 
     @field_validator("cors_origins", mode="before")
     @classmethod

@@ -5,13 +5,31 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from carrier.cli._common import err, quiet_ml, setup_logging
 
 __all__ = ["run", "serve"]
+
+if TYPE_CHECKING:
+    from carrier.settings import Settings
+
+
+def _settings() -> Settings:
+    """The settings, the data dir made private; an invalid setting (a short
+    ``CARRIER_ADMIN_TOKEN``, say) exits 2 with what is wrong and how to fix it, no traceback."""
+    from pydantic import ValidationError
+
+    from carrier.datadir import private_data_dir
+    from carrier.settings import explain_settings, load_settings
+
+    try:
+        return private_data_dir(load_settings())
+    except ValidationError as exc:
+        err(f"carrier: {explain_settings(exc)}")
+        raise typer.Exit(2) from None
 
 
 def run(
@@ -34,9 +52,8 @@ def run(
     quiet_ml()
     from carrier.character import CHARACTER_SUFFIXES
     from carrier.errors import ConfigError
-    from carrier.settings import load_settings
 
-    settings = load_settings()
+    settings = _settings()
     setup_logging(settings.log_level)
     paths = list(characters or [])
     if not paths:
@@ -87,9 +104,8 @@ def serve(
     quiet_ml()
     from carrier.errors import ConfigError
     from carrier.run import serve_main
-    from carrier.settings import load_settings
 
-    settings = load_settings()
+    settings = _settings()
     setup_logging(settings.log_level)
     try:
         code = asyncio.run(serve_main(settings, host=host, port=port, start_clients=clients))

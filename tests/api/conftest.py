@@ -109,7 +109,7 @@ def make_client() -> Callable[..., httpx.AsyncClient]:
     ) -> httpx.AsyncClient:
         transport = httpx.ASGITransport(app=app, client=(host, 40000))
         headers = bearer(token) if token else {}
-        return httpx.AsyncClient(transport=transport, base_url="http://testserver", headers=headers)
+        return httpx.AsyncClient(transport=transport, base_url="http://localhost", headers=headers)
 
     return make
 

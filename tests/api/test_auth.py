@@ -1,5 +1,5 @@
 """Auth for every route group: 401 (no or wrong token), 403 (wrong scope), 429 (rate limit);
-loopback without an admin token; CORS closed by default."""
+loopback without an admin token needs the minted local token; CORS closed by default."""
 
 from __future__ import annotations
 
@@ -141,7 +141,7 @@ async def test_auth_failed_attempts_are_rate_limited_per_address(
     assert codes[:3] == [401, 401, 401] and codes[-1] == 429
 
 
-async def test_auth_without_admin_token_loopback_acts_as_admin(
+async def test_auth_without_admin_token_loopback_needs_the_local_token(
     make_manager: Callable[..., AgentManager],
     tmp_path: Any,
     api_settings: ApiSettings,
@@ -149,13 +149,20 @@ async def test_auth_without_admin_token_loopback_acts_as_admin(
 ) -> None:
     settings = load_settings({"CARRIER_DATA_DIR": str(tmp_path / "d")})
     app = create_app(make_manager(settings), settings, api_settings=api_settings)
+    local_token = (tmp_path / "d" / "admin.token").read_text().strip()
     async with make_client(app, host="127.0.0.1", token=None) as local:
-        created = await local.post("/agents", json={"name": "Pilot"})
+        refused = await local.post("/agents", json={"name": "Pilot"})
+        assert refused.status_code == 401  # loopback alone is nobody
+        assert "admin.token" in refused.json()["message"]
+        admin = bearer(local_token)
+        created = await local.post("/agents", json={"name": "Pilot"}, headers=admin)
         assert created.status_code == 201
         agent_id = created.json()["id"]
-        token = (await local.post("/tokens", json={"name": "t", "agent_id": agent_id})).json()
+        token = (
+            await local.post("/tokens", json={"name": "t", "agent_id": agent_id}, headers=admin)
+        ).json()
         wrong = await local.get("/agents", headers={"Authorization": "Bearer nope"})
-        assert wrong.status_code == 401  # a token, when sent, must be valid
+        assert wrong.status_code == 401
     async with make_client(app, host="203.0.113.9", token=None) as remote:
         assert (await remote.get("/agents")).status_code == 401
         scoped = await remote.get(f"/agents/{agent_id}", headers=bearer(token["token"]))

@@ -25,8 +25,9 @@ from carrier.agents import AgentManager
 from carrier.api import ApiSettings, api_server
 from carrier.llm.base import ModelRequest
 from carrier.llm.fake import FunctionModel
+from carrier.local_token import admin_token
 from carrier.settings import Settings, load_settings
-from tests.api.conftest import ADMIN, REPO, create_running, xml
+from tests.api.conftest import ADMIN, REPO, bearer, create_running, xml
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = REPO / "test-artifacts"
@@ -138,8 +139,19 @@ async def browser(
 
 @pytest.fixture
 def loopback_settings(tmp_path: Path) -> Settings:
-    """No CARRIER_ADMIN_TOKEN: loopback callers act as admin, so the page needs no token."""
+    """No CARRIER_ADMIN_TOKEN (``make run``'s default): the server mints a local admin token
+    into the data dir, and the console gets it from the link carrier run prints."""
     return load_settings({"CARRIER_DATA_DIR": str(tmp_path / "data")})
+
+
+def local_admin(settings: Settings) -> dict[str, str]:
+    """The local admin token as a bearer header (for the test's own HTTP client)."""
+    return bearer(admin_token(settings).value)
+
+
+def signed_in(url: str, settings: Settings, path: str = "/console") -> str:
+    """The console link as ``carrier run`` prints it on a terminal: the token in the fragment."""
+    return f"{url}{path}#token={admin_token(settings).value}"
 
 
 async def test_console_create_persona_chat_and_see_stream(
@@ -153,12 +165,17 @@ async def test_console_create_persona_chat_and_see_stream(
     try:
         async with (
             api_server(manager, loopback_settings, port=0, api_settings=api_settings) as url,
-            httpx.AsyncClient(base_url=url, timeout=10) as http,
+            httpx.AsyncClient(
+                base_url=url, timeout=10, headers=local_admin(loopback_settings)
+            ) as http,
             browser(tmp_path) as (page, errors, escaped),
         ):
-            await page.goto(url + "/")
-            assert page.url == url + "/console"
-            await expect(page.locator("#token-state")).to_have_text("No token: loopback admin.")
+            await page.goto(signed_in(url, loopback_settings, "/"))
+            assert page.url == url + "/console"  # the token left the address bar at once
+            await expect(page.locator("#token-state")).to_have_text("Token set for this tab.")
+            assert await page.evaluate("sessionStorage.getItem('carrier.adminToken')") == (
+                admin_token(loopback_settings).value
+            )
             await expect(page.locator("#agents-empty")).to_be_visible()
 
             # The raw editor, with a mistake: the problem is listed with its field path.
@@ -285,8 +302,8 @@ async def test_console_admin_token_from_session_storage(
     api_settings: ApiSettings,
     tmp_path: Path,
 ) -> None:
-    """With CARRIER_ADMIN_TOKEN set the page asks for it, keeps it in sessionStorage only, sends
-    it as a bearer token, and never shows it."""
+    """Without a token the page asks for one; it keeps it in sessionStorage only, sends it as a
+    bearer token, and never shows it."""
     manager = make_manager(settings)
     sent: list[str | None] = []
     try:
@@ -301,7 +318,11 @@ async def test_console_admin_token_from_session_storage(
 
             page.on("request", on_request)
             await page.goto(url + "/console")
+            # No token yet: the page asks for one, says where to find it, and waits in the field.
             await expect(page.locator("#agents-status")).to_contain_text("Enter the admin token")
+            await expect(page.locator("#agents-status")).to_contain_text("admin.token")
+            await expect(page.get_by_label("Admin token")).to_be_focused()
+            assert sent == []  # nothing asked of the server without a token
 
             await page.get_by_label("Admin token").fill(ADMIN)
             await page.get_by_role("button", name="Use token").click()
@@ -335,7 +356,9 @@ async def test_console_chat_history_shown_after_reload(
     try:
         async with (
             api_server(manager, loopback_settings, port=0, api_settings=api_settings) as url,
-            httpx.AsyncClient(base_url=url, timeout=10) as http,
+            httpx.AsyncClient(
+                base_url=url, timeout=10, headers=local_admin(loopback_settings)
+            ) as http,
             browser(tmp_path) as (page, errors, escaped),
         ):
             agent_id = await create_running(http)
@@ -343,7 +366,7 @@ async def test_console_chat_history_shown_after_reload(
             other = {"text": "not for the console", "room_id": "elsewhere"}
             assert (await http.post(f"/{agent_id}/message", json=other)).status_code == 200
 
-            await page.goto(url + "/console")
+            await page.goto(signed_in(url, loopback_settings))
             log = page.get_by_role("log")
             await expect(log.locator(".empty")).to_have_text("No messages yet.")
             said = ["first light?", "Ahoy! You said: first light?"]
@@ -395,11 +418,13 @@ async def test_console_chat_says_what_the_agent_state_is(
     try:
         async with (
             api_server(manager, loopback_settings, port=0, api_settings=api_settings) as url,
-            httpx.AsyncClient(base_url=url, timeout=10) as http,
+            httpx.AsyncClient(
+                base_url=url, timeout=10, headers=local_admin(loopback_settings)
+            ) as http,
             browser(tmp_path) as (page, errors, escaped),
         ):
             agent_id = await create_running(http)
-            await page.goto(url + "/console")
+            await page.goto(signed_in(url, loopback_settings))
             row = page.locator(f"#agent-{agent_id}")
             chat = page.locator("section.chat")
             notice = page.locator("#chat-state")
@@ -469,13 +494,15 @@ async def test_console_fits_a_400px_screen(
     try:
         async with (
             api_server(manager, loopback_settings, port=0, api_settings=api_settings) as url,
-            httpx.AsyncClient(base_url=url, timeout=10) as http,
+            httpx.AsyncClient(
+                base_url=url, timeout=10, headers=local_admin(loopback_settings)
+            ) as http,
             browser(tmp_path, width=width, height=800) as (page, errors, escaped),
         ):
             running = await create_running(http)
             long_name = {"name": "Harbormaster of the Northern Breakwater", "bio": ["Keeps watch."]}
             stopped = (await http.post("/agents", json=long_name)).json()["id"]
-            await page.goto(url + "/console")
+            await page.goto(signed_in(url, loopback_settings))
             await expect(page.locator("#agents tbody tr")).to_have_count(2)
             await expect(page.get_by_role("log").locator(".empty")).to_have_text("No messages yet.")
 
@@ -539,7 +566,7 @@ async def test_console_sse_parser_handles_split_lines_and_crlf(
             api_server(manager, loopback_settings, port=0, api_settings=api_settings) as url,
             browser(tmp_path) as (page, errors, _),
         ):
-            await page.goto(url + "/console")
+            await page.goto(signed_in(url, loopback_settings))
             events = await page.evaluate(SSE_CHECK)
             assert events == [
                 {"event": "chunk", "data": '"ab"'},

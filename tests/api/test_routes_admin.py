@@ -138,7 +138,7 @@ async def test_app_mounts_extra_routers_and_hides_bugs_behind_a_generic_500(
 
     app = create_app(manager, settings, api_settings=api_settings, routers=[extra])
     transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
-    async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
         response = await client.get("/extra/broken")
         assert response.status_code == 500
         assert response.json()["error"] == "internal_error"

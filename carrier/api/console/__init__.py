@@ -1,10 +1,10 @@
 """The web console: one page and its static files, served by the API app itself.
 
 The page is plain HTML, CSS and JavaScript shipped as package data (no build step, nothing
-fetched from elsewhere) and talks to the same API as everyone else, with the admin token the
-operator types in (kept in the tab's ``sessionStorage``), or with none on a loopback server
-without ``CARRIER_ADMIN_TOKEN``. The page itself holds no data, so it is served without auth;
-every request it makes is authenticated like any other.
+fetched from elsewhere) and talks to the same API as everyone else, with the admin token kept in
+the tab's ``sessionStorage``: taken from the URL's fragment (``/console#token=...``, the link
+``carrier run`` prints) or typed in. The page itself holds no data, so it is served without
+auth; every request it makes is authenticated like any other.
 
     app = create_app(manager, settings)   # the console is among ROUTERS: GET / and /console
 """

@@ -179,7 +179,7 @@ async def make_world(
         )
         http = httpx.AsyncClient(
             transport=httpx.ASGITransport(app=app, client=("198.51.100.7", 40000)),
-            base_url="http://testserver",
+            base_url="http://localhost",
             headers={"Authorization": f"Bearer {ADMIN}"},
         )
         opened.append((manager, service, http))

@@ -4,7 +4,11 @@ import { readEvents } from "./sse.js";
 
 const TOKEN_KEY = "carrier.adminToken";
 
-/** The admin token for this tab (sessionStorage: gone when the tab closes). */
+/**
+ * The admin token for this tab. sessionStorage, not localStorage: it is gone when the tab closes,
+ * so it does not outlive the session on an origin (http://127.0.0.1:8000) that the next program
+ * listening on that port would share; a new tab gets it from the link again, or typed in.
+ */
 export const token = {
   get() {
     return sessionStorage.getItem(TOKEN_KEY) || "";
@@ -14,6 +18,28 @@ export const token = {
     else sessionStorage.removeItem(TOKEN_KEY);
   },
 };
+
+/**
+ * Takes a token handed over in the URL's fragment (``/console#token=...``, the link carrier run
+ * prints; a fragment never reaches a server) and removes it from the address bar and the tab's
+ * history at once, so it is not bookmarked, shared or shown on screen. True when there was one.
+ */
+export function takeTokenFromFragment() {
+  const params = new URLSearchParams(location.hash.slice(1));
+  const value = (params.get("token") || "").trim();
+  if (!params.has("token")) return false;
+  params.delete("token");
+  const rest = params.toString();
+  history.replaceState(history.state, "", `${location.pathname}${location.search}${rest ? `#${rest}` : ""}`);
+  if (value) token.set(value);
+  return Boolean(value);
+}
+
+/** Where an operator finds the admin token (said when the page has none, or a wrong one). */
+export const TOKEN_HELP =
+  "Enter the admin token at the top: open the console link carrier run or carrier serve printed " +
+  "(it carries the token), or paste the one in admin.token in the data dir (CARRIER_DATA_DIR, " +
+  "~/.carrier by default), or CARRIER_ADMIN_TOKEN if you set one.";
 
 const CHAT_KEY = "carrier.consoleChatId";
 
@@ -58,7 +84,7 @@ async function failure(response) {
     body = { error: "http_error", message: `${response.status} ${response.statusText}` };
   }
   if (response.status === 401) {
-    body.message = `${body.message || "unauthorized"}. Enter the admin token at the top.`;
+    body.message = `${body.message || "unauthorized"}. ${TOKEN_HELP}`;
   }
   return new ApiError(response.status, body);
 }

@@ -1,6 +1,6 @@
 // The console page: agents, the persona editor (form and raw) and the chat, wired to the API.
 
-import { ApiError, call, token } from "./api.js";
+import { ApiError, TOKEN_HELP, call, takeTokenFromFragment, token } from "./api.js";
 import { Chat } from "./chat.js";
 import { PersonaForm, clearProblems, markProblem } from "./persona.js";
 
@@ -55,15 +55,24 @@ function el(tag, props = {}, ...children) {
 
 // --- the token --------------------------------------------------------------------------------
 
-// What the token state says follows the last answer to GET /agents: no token works only from
-// loopback on a server without CARRIER_ADMIN_TOKEN.
+// What the token state says follows the last answer to GET /agents. Every server needs a token:
+// CARRIER_ADMIN_TOKEN, or the local one carrier run minted (handed over in the link's fragment).
 function showTokenState() {
   const refused = state.agentsError?.status === 401;
   let text;
   if (token.get()) text = refused ? "Token set for this tab, but the server refused it." : "Token set for this tab.";
-  else if (refused) text = "No token set: this server needs the admin token.";
-  else text = state.agentsError ? "No token set." : "No token: loopback admin.";
+  else text = "No token set: this server needs the admin token.";
   $("token-state").textContent = text;
+}
+
+/** Without a token nothing can be read: say where to find it and put the cursor in the field. */
+function askForToken() {
+  state.agents = [];
+  state.agentsError = new ApiError(401, { error: "unauthorized", message: TOKEN_HELP });
+  say("agents-status", TOKEN_HELP, "warn");
+  showTokenState();
+  renderAgents();
+  $("token").focus();
 }
 
 $("token-form").addEventListener("submit", (event) => {
@@ -128,6 +137,10 @@ function renderAgents() {
 
 /** Reads the agents' real state from the server; ``keepStatus`` leaves the notice as it is. */
 async function refreshAgents({ keepStatus = false } = {}) {
+  if (!token.get()) {
+    askForToken();
+    return;
+  }
   try {
     state.agents = await call("GET", "/agents");
     state.agentsError = null;
@@ -329,5 +342,6 @@ $("new-persona").addEventListener("click", () => {
 
 // --- start ----------------------------------------------------------------------------------------
 
+takeTokenFromFragment();
 newPersona();
 refreshAgents();
