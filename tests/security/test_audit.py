@@ -421,6 +421,22 @@ async def test_audit_forgets_by_api_and_command_and_carrier_audit_lists_them(
     assert bad.returncode == 2 and "is not a kind" in bad.stderr
 
 
+async def test_audit_records_what_the_front_door_refuses(
+    audited: tuple[httpx.AsyncClient, Callable[..., httpx.AsyncClient]], audit: AuditLog
+) -> None:
+    admin, _ = audited
+    page = await admin.post("/agents", json=CHARACTER, headers={"Origin": "https://evil.example"})
+    rebound = await admin.post("/agents", json=CHARACTER, headers={"Host": "attacker.example"})
+    assert (page.status_code, rebound.status_code) == (403, 421)
+    assert (await admin.get("/agents")).json() == []  # nothing was created
+
+    events = (await audit.list_events(AuditFilter(kinds=("api.call",)))).items
+    assert [(e.actor, e.action, e.target, e.detail["status"]) for e in reversed(events)] == [
+        ("anonymous", "POST (no route)", "/agents", 403),
+        ("anonymous", "POST (no route)", "/agents", 421),
+    ]
+
+
 # -- redactions ------------------------------------------------------------------------------------
 
 
