@@ -86,10 +86,11 @@ async def _read(where: AuditFilter, agent: str | None, limit: int, cursor: str |
     from dataclasses import replace
 
     from carrier.audit.base import AuditLog
+    from carrier.datadir import private_data_dir
     from carrier.errors import ConfigError
     from carrier.settings import load_settings
 
-    settings = load_settings()
+    settings = private_data_dir(load_settings())  # the log may be made here: owner-only
     if agent is not None:
         from carrier.assemble import open_store
         from carrier.lookup import resolve_agent
