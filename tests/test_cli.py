@@ -332,3 +332,13 @@ def test_cli_serve_no_clients_reaches_the_agent_manager(
         "web: carrier serve --no-clients",
         "worker: carrier run --no-api",
     ]
+
+
+def test_cli_an_invalid_setting_is_one_line_for_every_command(tmp_path: Path) -> None:
+    for args in (["chat", "characters/harbor.yaml"], ["memory", "list", "-a", "Harbor"]):
+        result = carrier(*args, data_dir=tmp_path, env={"CARRIER_RECALL_K": "many"})
+        assert result.returncode == 2, result.stderr
+        assert result.stderr.strip().splitlines() == [
+            "carrier: invalid settings: CARRIER_RECALL_K: Input should be a valid integer, "
+            "unable to parse string as an integer"
+        ]

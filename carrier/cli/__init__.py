@@ -90,4 +90,13 @@ def main() -> None:
     from dotenv import load_dotenv
 
     load_dotenv(".env", override=False)
-    app()
+    try:
+        app()
+    except Exception as exc:
+        from carrier.cli._common import explain_failure
+
+        message = explain_failure(exc)
+        if message is None:
+            raise
+        typer.echo(f"carrier: {message}", err=True)
+        raise SystemExit(2) from None

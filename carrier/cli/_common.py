@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from carrier.character import Character
     from carrier.settings import Settings
 
-__all__ = ["err", "load_or_exit", "quiet_ml", "run_or_exit", "setup_logging"]
+__all__ = ["err", "explain_failure", "load_or_exit", "quiet_ml", "run_or_exit", "setup_logging"]
 
 T = TypeVar("T")
 
@@ -106,3 +106,22 @@ def load_or_exit(path: Path) -> Character:
     except CharacterError as exc:
         err(str(exc))
         raise typer.Exit(2) from None
+
+
+def explain_failure(exc: BaseException) -> str | None:
+    """What to print, instead of a traceback, for a failure any command may meet before it gets
+    going: one of Carrier's own errors, or an invalid ``CARRIER_*`` setting. None for anything
+    else (a bug, which keeps its traceback)."""
+    from carrier.errors import CarrierError
+
+    if isinstance(exc, CarrierError):
+        return str(exc)
+    from pydantic import ValidationError
+
+    from carrier import settings
+
+    if isinstance(exc, ValidationError):
+        model = getattr(settings, exc.title, None)  # the model it was raised for
+        if isinstance(model, type) and issubclass(model, settings.Settings):
+            return str(settings.explain_settings(exc))
+    return None
