@@ -26,7 +26,7 @@ from clients.instagram.config import InstagramConfig, parse_config
 from clients.instagram.factory import build_publisher
 from clients.instagram.library import MediaLibrary
 from clients.instagram.plan import PLAN_JOB_KIND, PostingPlan, plan_schedule_prefix
-from clients.instagram.post import Post, PublishResult, PublishStates
+from clients.instagram.post import Fence, Post, PublishResult, PublishStates
 from clients.instagram.publish import publish_post
 
 __all__ = ["InstagramClient"]
@@ -222,15 +222,18 @@ class InstagramClient(Client):
         if self.publisher is not None:
             await self.publisher.aclose()
 
-    async def publish(self, post: Post, *, dry_run: bool | None = None) -> PublishResult:
-        """Publish ``post`` exactly once per ``post.key`` (see :func:`publish_post`)."""
+    async def publish(
+        self, post: Post, *, dry_run: bool | None = None, fence: Fence | None = None
+    ) -> PublishResult:
+        """Publish ``post`` exactly once per ``post.key`` (see :func:`publish_post`); ``fence``
+        is checked right before the publishing call (a job handler's lease check)."""
         if self.publisher is None:
             await self.start()
         assert self.publisher is not None
         return await publish_post(
             post,
             publisher=self.publisher,
-            states=self.states,
+            states=self.states if fence is None else self.states.fenced(fence),
             config=self.config,
             work_dir=self.work_dir,
             dry_run=dry_run,

@@ -16,7 +16,15 @@ Three job kinds:
     ``PublishUncertain`` and transient errors are retried with backoff (``publish_post`` checks
     before publishing again); rejected media or captions and account problems fail the job with
     the platform's message. On success (or a dry run) the post is stored as a ``post`` memory and
-    the upload's memory is marked ``processed``.
+    the upload's memory is marked ``processed``. The publishing call is fenced by the job's lease
+    (a worker whose job was taken over stops before it), and a post that is live is recorded as
+    the job's committed progress: from then on the job never fails (a later failure ends it
+    succeeded, with a warning). A live post whose media id or permalink is not known yet (its
+    publish answer was lost and no media list shows it) succeeds with a warning and hands on
+    to ``instagram.permalink``.
+``instagram.permalink``
+    Looks up the media id and permalink of a live post until a media list shows it, and records
+    them in the post's state and memory (:mod:`clients.instagram.permalinks`).
 ``instagram.approval_notice``
     Tells the agent's other clients that a draft awaits approval: each running client with a
     ``request_approval(job)`` coroutine (the Discord client, when it has an approval channel) is
@@ -38,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from carrier.agents import AgentManager, AgentNotFound
-from carrier.jobs.errors import AwaitApproval, Defer, JobSignal, PermanentFailure
+from carrier.jobs.errors import AwaitApproval, Defer, JobSignal, LeaseLost, PermanentFailure
 from carrier.jobs.handler import JobContext
 from carrier.jobs.model import Job, JobState
 from carrier.jobs.service import JobService
@@ -55,12 +63,19 @@ from clients.instagram.errors import (
     RetryLater,
 )
 from clients.instagram.library import post_kind_of
+from clients.instagram.permalinks import (
+    PERMALINK_JOB_KIND,
+    follow_up,
+    look_up,
+    record_permalink,
+)
 from clients.instagram.plan import PLAN_JOB_KIND, plan_schedule_prefix
-from clients.instagram.post import PostKind
+from clients.instagram.post import Phase, PostKind, PublishResult, PublishState
 from clients.instagram.writer import CaptionRequest, write_caption
 
 __all__ = [
     "NOTICE_JOB_KIND",
+    "PERMALINK_JOB_KIND",
     "POST_JOB_KIND",
     "PUBLISH_JOB_KIND",
     "InstagramJobs",
@@ -247,19 +262,24 @@ class InstagramJobs:
     async def publish(self, job: Job, ctx: JobContext) -> Mapping[str, Any] | None:
         """Publish, and record in the audit log a post that went out or failed for good."""
         services = self.manager.services
+        draft = Draft.from_payload(job.payload)
         try:
             result = await self._publish(job, ctx)
         except PermanentFailure as exc:
-            await record_publish(services, job, Draft.from_payload(job.payload), error=str(exc))
+            await record_publish(services, job, draft, error=str(exc))
             raise
-        except JobSignal:
+        except (JobSignal, LeaseLost):
             raise
         except Exception as exc:
-            if job.attempts >= job.max_attempts:  # the worker fails it for good now
-                error = f"{type(exc).__name__}: {exc}"
-                await record_publish(services, job, Draft.from_payload(job.payload), error=error)
+            live = await self._live(job, ctx)  # committed: the job can no longer fail
+            if job.attempts >= job.max_attempts:  # the worker ends it for good now
+                if live is not None:  # succeeded, with this error as its warning
+                    await record_publish(services, job, draft, result=_progress(live))
+                else:
+                    error = f"{type(exc).__name__}: {exc}"
+                    await record_publish(services, job, draft, error=error)
             raise
-        await record_publish(services, job, Draft.from_payload(job.payload), result=result)
+        await record_publish(services, job, draft, result=result)
         return result
 
     async def _publish(self, job: Job, ctx: JobContext) -> Mapping[str, Any]:
@@ -268,13 +288,17 @@ class InstagramJobs:
             raise PermanentFailure("the publish job has no draft in its payload")
         client = await self._client(job, ctx)
         store = client.runtime.store
-        missing = await asyncio.to_thread(_missing, draft.media)
-        if missing:
-            message = f"media file(s) gone before publishing: {', '.join(missing)}"
-            await self._upload_failed(client, draft, message)
-            raise PermanentFailure(message)
+        state = await client.states.load(draft.post_key)
+        if state is None or state.phase is not Phase.PUBLISHED:  # live posts need no media
+            missing = await asyncio.to_thread(_missing, draft.media)
+            if missing:
+                message = f"media file(s) gone before publishing: {', '.join(missing)}"
+                await self._upload_failed(client, draft, message)
+                raise PermanentFailure(message)
         try:
-            result = await client.publish(draft.post(), dry_run=draft.dry_run)
+            result = await client.publish(
+                draft.post(), dry_run=draft.dry_run, fence=ctx.ensure_held
+            )
         except RetryLater as wait:
             # Never sooner than MIN_WAIT_S: a publisher clock behind the worker's must not spin.
             until = max(wait.retry_at, ctx.now() + timedelta(seconds=MIN_WAIT_S))
@@ -289,6 +313,14 @@ class InstagramJobs:
             raise PermanentFailure(str(exc)) from exc
         # PublishUncertain and transient errors propagate: retried with backoff, and
         # publish_post checks what happened before it publishes anything again.
+        if not result.dry_run:  # it is live: whatever fails from here, the job does not
+            await ctx.checkpoint(_progress(result), committed=True)
+            if result.media_id is None or result.permalink is None:  # a takeover found it live
+                found = await look_up(client, draft.post_key)
+                if found is not None:
+                    result = result.model_copy(
+                        update={"media_id": found.media_id, "permalink": found.permalink}
+                    )
         memory = await record_post(
             store=store,
             embedder=client.runtime.embedder,
@@ -301,11 +333,31 @@ class InstagramJobs:
             await store.set_memory_status(draft.upload_id, MemoryStatus.PROCESSED)
         if draft.dry_run:
             log.info("instagram: dry run, would have posted %s: %r", draft.media, result.caption)
-        return {
+        done: dict[str, Any] = {
             **result.model_dump(mode="json"),
             "media": [Path(p).name for p in draft.media],
             "memory_id": memory.id,
         }
+        if not result.dry_run and (result.media_id is None or result.permalink is None):
+            done.update(await follow_up(job, ctx, draft.post_key))
+        return done
+
+    async def _live(self, job: Job, ctx: JobContext) -> PublishState | None:
+        """The post's state if it is live, recorded as the job's committed progress (the post
+        is out: a failure now must not fail the job); ``None`` if it is not live (or unknown)."""
+        draft = Draft.from_payload(job.payload)
+        client = self.manager.client(job.agent_id or "", "instagram")
+        if draft is None or not isinstance(client, InstagramClient):
+            return None
+        try:
+            state = await client.states.load(draft.post_key)
+            if state is None or state.phase is not Phase.PUBLISHED:
+                return None
+            await ctx.checkpoint(_progress(state), committed=True)
+        except Exception:
+            log.exception("instagram: job %s: reading the post's state failed", job.id)
+            return None
+        return state
 
     async def _upload_failed(self, client: InstagramClient, draft: Draft, error: str) -> None:
         if draft.upload_id:
@@ -338,6 +390,10 @@ class InstagramJobs:
             if reference:
                 sent[name] = str(reference)
         return {"sent": sent}
+
+    # -- instagram.permalink ---------------------------------------------------------------
+    async def permalink(self, job: Job, ctx: JobContext) -> Mapping[str, Any] | None:
+        return await record_permalink(await self._client(job, ctx), job)
 
     # -- helpers ---------------------------------------------------------------------------
     async def _client(self, job: Job, ctx: JobContext) -> InstagramClient:
@@ -373,6 +429,16 @@ class InstagramJobs:
                 log.info("instagram: schedule %s removed (no Instagram client)", schedule.name)
 
 
+def _progress(post: PublishResult | PublishState) -> dict[str, Any]:
+    """A live post, as a publish job's committed progress (and its audit record)."""
+    return {
+        "published": True,
+        "media_id": post.media_id,
+        "permalink": post.permalink,
+        "container_id": post.container_id,
+    }
+
+
 def _missing(paths: Sequence[str]) -> list[str]:
     return [p for p in paths if not Path(p).is_file()]
 
@@ -387,4 +453,5 @@ def register_instagram_jobs(service: JobService, manager: AgentManager) -> Insta
     service.worker.register(POST_JOB_KIND, handlers.post, max_concurrent=1)
     service.worker.register(PUBLISH_JOB_KIND, handlers.publish, max_concurrent=2)
     service.worker.register(NOTICE_JOB_KIND, handlers.notice)
+    service.worker.register(PERMALINK_JOB_KIND, handlers.permalink)
     return handlers

@@ -20,6 +20,7 @@ from carrier.memory.base import Store
 from carrier.types import utcnow
 
 __all__ = [
+    "Fence",
     "HostedFile",
     "Phase",
     "Post",
@@ -100,6 +101,9 @@ class PublishState(BaseModel):
     permalink: str | None = None
     recovered: bool = False
     """The publish was confirmed by checking after an unclear failure or a restart."""
+    found_by: str | None = None
+    """For a recovered post: how its media was found (``media list``, ``business discovery``,
+    ``recorded media id``); ``None`` while it is not found."""
     error: str | None = None
     """The last failure, for the operator."""
     updated_at: datetime = Field(default_factory=utcnow)
@@ -137,12 +141,26 @@ SaveState = Callable[[], Awaitable[None]]
 """Persist the current :class:`PublishState` (publishers call it before each outside effect)."""
 
 
-class PublishStates:
-    """Publish states of one agent, in the Store's settings under ``instagram:<agent>:post:<key>``."""
+Fence = Callable[[], Awaitable[None]]
+"""Raises if this process may no longer act for the post (its job was taken over elsewhere)."""
 
-    def __init__(self, store: Store, agent_id: str) -> None:
+
+class PublishStates:
+    """Publish states of one agent, in the Store's settings under ``instagram:<agent>:post:<key>``.
+
+    With a ``fence``, saving a state that enters ``publishing`` (the save right before the call
+    that makes a post live) first calls the fence: a process whose job was taken over by
+    another worker stops there instead of publishing a second time.
+    """
+
+    def __init__(self, store: Store, agent_id: str, *, fence: Fence | None = None) -> None:
         self.store = store
         self.agent_id = agent_id
+        self.fence = fence
+
+    def fenced(self, fence: Fence) -> PublishStates:
+        """The same states, saved behind ``fence``."""
+        return PublishStates(self.store, self.agent_id, fence=fence)
 
     def _key(self, post_key: str) -> str:
         return f"instagram:{self.agent_id}:post:{post_key}"
@@ -152,5 +170,7 @@ class PublishStates:
         return PublishState.model_validate(raw) if raw else None
 
     async def save(self, state: PublishState) -> None:
+        if self.fence is not None and state.phase is Phase.PUBLISHING:
+            await self.fence()
         state.updated_at = utcnow()
         await self.store.set_setting(self._key(state.key), state.model_dump(mode="json"))

@@ -1,19 +1,25 @@
 """A loopback stand-in for the Instagram Graph API's content publishing endpoints.
 
 It implements what :class:`~clients.instagram.graph.GraphAPI` calls (create container, status,
-publish, ``content_publishing_limit``, permalink, recent media) with the documented error JSON,
-checks the bearer token, and serves a directory (the FTP server's root) as static files under
-``/media/`` so the media host's URL check and the container's "fetch" work end to end.
+publish, ``content_publishing_limit``, a media's fields, the media list, business discovery of
+the account itself) with the documented error JSON, checks the bearer token, and serves a
+directory (the FTP server's root) as static files under ``/media/`` so the media host's URL check
+and the container's "fetch" work end to end.
 
 Faults are scripted on the instance: containers that end in ERROR or EXPIRED, polls that stay
-IN_PROGRESS, a full quota, and publishes that go through but answer with a dropped connection or
-a 500, so the "unclear failure" paths can be tested without timing.
+IN_PROGRESS, a full quota, publishes that go through but answer with a dropped connection or
+a 500, a media list that is unavailable or lags (:attr:`FakeGraphAPI.media_list`), and a little
+latency on every call (:attr:`FakeGraphAPI.latency_s`), so the "unclear failure" and recovery
+paths can be tested without timing. It is thread-safe: several worker processes may use it.
 """
 
 from __future__ import annotations
 
 import itertools
+import re
+import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import ThreadingHTTPServer
@@ -26,6 +32,16 @@ from clients.instagram.fake._graph_http import GraphHandler, graph_error
 __all__ = ["FakeContainer", "FakeGraphAPI", "graph_error"]
 
 PublishFault = Literal["drop_after_publish", "500_after_publish", "drop_before_publish"]
+MediaList = Literal["on", "off", "stale"]
+
+_DISCOVERY = re.compile(r"business_discovery\.username\(([^)]*)\)(?:\{media(?:\.limit\((\d+)\))?)?")
+
+
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A caller that went away mid-answer (a killed worker) is not the fake's error."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 @dataclass
@@ -72,6 +88,18 @@ class FakeGraphAPI:
         """Each new container answers IN_PROGRESS this many times before its final status."""
         self.publish_faults: list[PublishFault] = []
         """Consumed one per media_publish call."""
+        self.media_list: MediaList = "on"
+        """``GET /{ig-user-id}/media``: ``on``; ``off`` answers the error of an endpoint the app
+        may not use; ``stale`` answers an empty list (it does not list new posts yet)."""
+        self.business_discovery = True
+        """Whether business discovery (of the account's own username) answers."""
+        self.latency_s = 0.0
+        """Seconds every API call waits before it is handled (the network, the platform)."""
+        self.publish_answer_delay_s = 0.0
+        """Seconds a media_publish waits after the post went live before it answers: the
+        window in which a caller that dies knows nothing of the post."""
+        self.answering = 0
+        """media_publish calls that published and have not answered yet."""
         self._ids = itertools.count(17900000000000001)
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
@@ -80,7 +108,7 @@ class FakeGraphAPI:
     # -- lifecycle -----------------------------------------------------------------------------
     def __enter__(self) -> FakeGraphAPI:
         handler = type("Handler", (GraphHandler,), {"fake": self})
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._server = _Server(("127.0.0.1", 0), handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
@@ -127,6 +155,10 @@ class FakeGraphAPI:
         if len(parts) < 2 or parts[0] != self.version:
             return graph_error(400, "Unknown path components", 2500, "OAuthException")
         target, edge = parts[1], (parts[2] if len(parts) > 2 else None)
+        if self.latency_s > 0:
+            time.sleep(self.latency_s)  # on the request's own thread: calls overlap
+        if method == "POST" and edge == "media_publish" and self.publish_answer_delay_s > 0:
+            return self._publish_then_wait(target, params)
         with self._lock:
             self.state.requests.append((method, "/".join(parts[1:])))
             if target == self.ig_user_id:
@@ -138,19 +170,59 @@ class FakeGraphAPI:
                     config = {"quota_total": self.quota_total, "quota_duration": 86400}
                     return 200, {"data": [{"quota_usage": self.quota_usage, "config": config}]}
                 if method == "GET" and edge == "media":
-                    newest_first = list(reversed(self.state.media))
-                    return 200, {"data": newest_first[: int(params.get("limit", "25"))]}
+                    return self._media_list(params)
                 if method == "GET" and edge is None:
-                    return 200, {"id": self.ig_user_id, "username": self.username}
+                    return self._account(params)
             elif method == "GET" and edge is None:
                 if target in self.state.containers:
                     return self._status(self.state.containers[target])
                 for media in self.state.media:
                     if media["id"] == target:
-                        return 200, {"id": target, "permalink": media["permalink"]}
+                        return 200, _fields(media, params)
         return graph_error(
             400, f"Unsupported {method} request: object '{target}' does not exist", 100
         )
+
+    def _publish_then_wait(self, target: str, params: dict[str, str]) -> tuple[int, Any]:
+        with self._lock:
+            self.state.requests.append(("POST", f"{target}/media_publish"))
+            if target != self.ig_user_id:
+                return graph_error(400, f"Unsupported POST request: object '{target}'", 100)
+            answer = self._publish(params)
+            published = answer[0] == 200
+            self.answering += published
+        try:
+            time.sleep(self.publish_answer_delay_s)
+        finally:
+            with self._lock:
+                self.answering -= published
+        return answer
+
+    def _media_list(self, params: dict[str, str]) -> tuple[int, Any]:
+        if self.media_list == "off":
+            return graph_error(
+                400,
+                "(#10) Application does not have permission for this action",
+                10,
+                "OAuthException",
+            )
+        newest = [] if self.media_list == "stale" else list(reversed(self.state.media))
+        limit = int(params.get("limit", "25"))
+        return 200, {"data": [_fields(m, params) for m in newest[:limit]]}
+
+    def _account(self, params: dict[str, str]) -> tuple[int, Any]:
+        found = _DISCOVERY.search(params.get("fields", ""))
+        if found is None:
+            return 200, {"id": self.ig_user_id, "username": self.username}
+        if not self.business_discovery:
+            return graph_error(400, "(#10) Application does not have permission", 10)
+        if found.group(1) != self.username:
+            return graph_error(400, "Invalid user id", 110, "IGApiException")
+        limit = int(found.group(2) or "25")
+        newest = list(reversed(self.state.media))[:limit]
+        media = [{k: v for k, v in m.items() if k != "media_type"} for m in newest]
+        discovered = {"id": self.ig_user_id, "media": {"data": media}}
+        return 200, {"business_discovery": discovered, "id": self.ig_user_id}
 
     def _create(self, params: dict[str, str]) -> tuple[int, Any]:
         media_type = params.get("media_type", "IMAGE")
@@ -235,3 +307,9 @@ class FakeGraphAPI:
                 500, "An unexpected error has occurred. Please retry.", 2, transient=True
             )
         return 200, {"id": media_id}
+
+
+def _fields(media: dict[str, Any], params: dict[str, str]) -> dict[str, Any]:
+    """The fields a request asked for (``id`` always), as the Graph API answers."""
+    wanted = {f.strip() for f in params.get("fields", "id,permalink").split(",") if f.strip()}
+    return {k: v for k, v in media.items() if k == "id" or k in wanted}

@@ -19,6 +19,7 @@ from clients.instagram.errors import GraphAPIError
 __all__ = ["ContainerStatus", "GraphAPI", "PublishingLimit", "UnclearResponse", "parse_timestamp"]
 
 _TRANSIENT_CODES = {1, 2}  # "API unknown" / "API service": temporary, per the error guide
+_MEDIA_FIELDS = "id,caption,permalink,timestamp"
 
 
 class UnclearResponse(Exception):
@@ -117,7 +118,9 @@ class GraphAPI:
         return str((await self._call("POST", f"{self.ig_user_id}/media", data=data))["id"])
 
     async def container_status(self, container_id: str) -> ContainerStatus:
-        body = await self._call("GET", container_id, params={"fields": "status_code,status"})
+        """``GET /{container-id}?fields=id,status_code,status``: an IG Container says whether it
+        was published (``PUBLISHED``), never which media it became."""
+        body = await self._call("GET", container_id, params={"fields": "id,status_code,status"})
         return ContainerStatus(str(body.get("status_code", "")), body.get("status"))
 
     async def publish(self, container_id: str) -> str:
@@ -146,13 +149,30 @@ class GraphAPI:
         body = await self._call("GET", media_id, params={"fields": "id,permalink"})
         return body.get("permalink")
 
+    async def media(self, media_id: str) -> dict[str, Any]:
+        """One IG Media: ``id``, ``caption``, ``permalink``, ``timestamp``."""
+        return await self._call("GET", media_id, params={"fields": _MEDIA_FIELDS})
+
     async def recent_media(self, limit: int = 10) -> list[dict[str, Any]]:
+        """The account's newest media (``GET /{ig-user-id}/media``), newest first."""
         body = await self._call(
             "GET",
             f"{self.ig_user_id}/media",
-            params={"fields": "id,caption,permalink,timestamp", "limit": str(limit)},
+            params={"fields": _MEDIA_FIELDS, "limit": str(limit)},
         )
         return list(body.get("data") or [])
+
+    async def discovered_media(self, username: str, limit: int = 10) -> list[dict[str, Any]]:
+        """The newest media of the account ``username`` through business discovery
+        (``GET /{ig-user-id}?fields=business_discovery.username(...){media{...}}``), newest
+        first: a second way to list the account's own media when its media list is not
+        available."""
+        fields = (
+            f"business_discovery.username({username}){{media.limit({limit}){{{_MEDIA_FIELDS}}}}}"
+        )
+        body = await self._call("GET", self.ig_user_id, params={"fields": fields})
+        found = body.get("business_discovery") or {}
+        return list((found.get("media") or {}).get("data") or [])
 
     # -- transport -----------------------------------------------------------------------------
     async def _call(

@@ -8,7 +8,10 @@ public URLs → create item containers (carousel) → create the container → p
 
 A publish is never retried blindly. After an unclear failure (timeout, reset, 5xx) or a restart
 while ``publishing``, the container's status decides: ``PUBLISHED`` → it is out (find its media
-id); ``FINISHED`` → not published, publishing again is safe; anything else → fail clearly.
+by the caption's fingerprint, :mod:`~clients.instagram.graph.recovery`); ``FINISHED`` → not
+published, publishing again is safe; anything else → fail clearly. A post found live whose media
+could not be found yet is still published (never failed); :meth:`GraphPublisher.lookup` tries
+again later.
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ from clients.instagram.errors import (
     QuotaExceeded,
 )
 from clients.instagram.ftp import FtpMediaHost
-from clients.instagram.graph.api import ContainerStatus, GraphAPI, UnclearResponse, parse_timestamp
+from clients.instagram.graph.api import ContainerStatus, GraphAPI, UnclearResponse
+from clients.instagram.graph.recovery import MediaFinder
 from clients.instagram.graph.status import ContainerPoller
 from clients.instagram.post import Phase, PostKind, PublishResult, PublishState, SaveState
 from clients.instagram.quota import PublishCounter
@@ -80,6 +84,7 @@ class GraphPublisher(Publisher):
             clock=clock,
             sleep=sleep,
         )
+        self.finder = MediaFinder(api, self.poller)
 
     async def aclose(self) -> None:
         await self.api.aclose()
@@ -216,10 +221,10 @@ class GraphPublisher(Publisher):
                 state.phase = Phase.CONTAINER
                 await save()
                 raise
-            await self.counter.record()
-            state.media_id = media_id
+            state.media_id = media_id  # saved first: the only answer that names the media
             state.phase = Phase.PUBLISHED
             await save()
+            await self.counter.record()
             log.info("post %s: published as %s", state.key, media_id)
             return
         raise PublishUncertain(
@@ -229,38 +234,30 @@ class GraphPublisher(Publisher):
         )
 
     async def _recover(self, state: PublishState, save: SaveState) -> None:
-        """The container is PUBLISHED: find the media it became among the recent posts."""
-        since = state.container_created_at or state.publishing_since
-        found: dict[str, str] | None = None
-        try:
-            for media in await self.poller.retrying(self.api.recent_media):
-                taken = parse_timestamp(str(media.get("timestamp", "")))
-                if since and taken and taken < since - timedelta(minutes=5):
-                    continue
-                if (media.get("caption") or "").strip() == (state.caption or "").strip():
-                    found = media
-                    break
-        except (GraphAPIError, UnclearResponse) as exc:
-            log.warning(
-                "post %s: published, but recent media could not be read: %s", state.key, exc
-            )
-        await self.counter.record()
-        state.media_id = found.get("id") if found else None
-        state.permalink = found.get("permalink") if found else None
-        state.recovered = True
+        """The container is PUBLISHED: the post is out. Find the media it became."""
         state.phase = Phase.PUBLISHED
-        await save()
+        state.recovered = True
+        await save()  # live, whatever the lookup finds
+        await self.counter.record()
+        await self.lookup(state, save)
         log.info("post %s: container was already published (media %s)", state.key, state.media_id)
+
+    async def lookup(self, state: PublishState, save: SaveState) -> bool:
+        """Fill in a published post's media id and permalink if they are missing; True once
+        both are known. Safe to call again (a later call may find what a media list did not
+        show yet)."""
+        if state.media_id is None or state.permalink is None:
+            found = await self.finder.find(state)
+            if found is not None:
+                state.media_id, state.permalink = found.media_id, found.permalink
+                if state.recovered:
+                    state.found_by = found.source
+                await save()
+        return state.media_id is not None and state.permalink is not None
 
     async def _finish(self, state: PublishState, save: SaveState) -> None:
         if state.media_id and not state.permalink:
-            try:
-                state.permalink = await self.poller.retrying(
-                    lambda: self.api.permalink(str(state.media_id))
-                )
-            except (GraphAPIError, UnclearResponse) as exc:
-                log.warning("post %s: permalink not available: %s", state.key, exc)
-            await save()
+            await self.lookup(state, save)
         if self.delete_after_publish:
             await self._delete_hosted(state, save)
 
