@@ -134,6 +134,11 @@ def _state(value: str) -> JobState:
         raise typer.BadParameter(f"{value!r} is not a job state; use one of {choices}") from None
 
 
+def _progress(job: Job) -> str:
+    text = json.dumps(job.progress, indent=2, ensure_ascii=False) if job.progress else "-"
+    return text + (" (committed: its effect is done; it cannot fail)" if job.committed else "")
+
+
 @jobs_app.command("show")
 def show_cmd(job_id: Annotated[str, typer.Argument(metavar="ID")]) -> None:
     """Show one job: its fields, payload, result and history."""
@@ -155,6 +160,7 @@ def show_cmd(job_id: Annotated[str, typer.Argument(metavar="ID")]) -> None:
         "agent": job.agent_id or "-",
         "state": str(job.state),
         "attempts": f"{job.attempts}/{job.max_attempts}",
+        "crashes": f"{job.crashes}/{job.max_crashes} (taken over from a lost worker; not attempts)",
         "run at": _when(job.run_at),
         "lease": f"{job.lease_owner} until {_when(job.lease_expires_at)}"
         if job.lease_owner
@@ -167,6 +173,7 @@ def show_cmd(job_id: Annotated[str, typer.Argument(metavar="ID")]) -> None:
         "updated": _when(job.updated_at),
         "last error": job.last_error or "-",
         "payload": json.dumps(job.payload, indent=2, ensure_ascii=False),
+        "progress": _progress(job),
         "result": json.dumps(job.result, indent=2, ensure_ascii=False) if job.result else "-",
     }
     for name, value in rows.items():

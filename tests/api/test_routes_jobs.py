@@ -175,3 +175,18 @@ async def test_jobs_without_a_job_store_answer_409(client: httpx.AsyncClient) ->
         assert response.status_code == 409, (method, path)
         assert response.json()["error"] == "jobs_unavailable"
         assert "carrier run" in response.json()["message"]
+
+
+async def test_a_job_shows_its_crashes_apart_from_its_attempts(
+    client: httpx.AsyncClient, jobs: SQLiteJobStore
+) -> None:
+    a, _ = await agents(client)
+    job = await jobs.enqueue("instagram.publish", agent_id=a, max_attempts=5)
+    await jobs.claim("dead", ["instagram.publish"], lease_s=60)
+    await jobs.checkpoint(job.id, "dead", progress={"container_id": "c1"}, committed=True)
+    later = datetime(2025, 6, 2, 9, 5, tzinfo=UTC)  # the lease lapsed: another worker takes over
+    [taken] = await jobs.claim("w2", ["instagram.publish"], lease_s=60, now=later)
+    body = (await client.get(f"/jobs/{taken.id}")).json()
+    assert (body["attempts"], body["max_attempts"]) == (1, 5)
+    assert (body["crashes"], body["max_crashes"]) == (1, 10)
+    assert body["progress"] == {"container_id": "c1"} and body["committed"] is True

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -78,6 +79,24 @@ def test_show_prints_fields_payload_and_history(db: Path) -> None:
     assert '"caption": "hello"' in out and "caption drafted" in out and "history" in out
     code, out = run("show", "nope")
     assert code == 1 and "no job with id 'nope'" in out
+
+
+def test_show_counts_crashes_apart_from_attempts(db: Path) -> None:
+    async def crashed() -> Job:
+        async with SQLiteJobStore(path=db) as store:
+            job = await store.enqueue("instagram.publish", max_attempts=5)
+            [held] = await store.claim("dead", ["instagram.publish"], lease_s=60)
+            later = held.created_at + timedelta(seconds=61)
+            await store.claim("w2", ["instagram.publish"], lease_s=60, now=later)
+            return await store.checkpoint(
+                job.id, "w2", progress={"media_id": "m1"}, committed=True, now=later
+            )
+
+    job = asyncio.run(crashed())
+    code, out = run("show", job.id)
+    assert code == 0
+    assert "1/5" in out and "1/10 (taken over from a lost worker" in out
+    assert '"media_id": "m1"' in out and "committed" in out
 
 
 def test_approve_with_edits_then_reject_is_refused(db: Path) -> None:

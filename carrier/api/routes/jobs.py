@@ -66,7 +66,16 @@ class JobOut(BaseModel):
     result: dict[str, Any] | None
     last_error: str | None
     attempts: int
+    """Attempts started and counted (a crash is not one, see ``crashes``)."""
     max_attempts: int
+    crashes: int
+    """Times the job was taken over from a worker that was lost while running it."""
+    max_crashes: int
+    """Takeovers the job survives; one more fails it (a job that crashes every worker)."""
+    progress: dict[str, Any] | None
+    """What the handler recorded as done so far (e.g. a post's container and media id)."""
+    committed: bool
+    """The job's outside effect happened (a post is live): it never ends ``failed``."""
     run_at: datetime
     approved_at: datetime | None
     approval_expires_at: datetime | None
