@@ -7,8 +7,8 @@ the attempts, ``$push`` the history event) instead of a read and a write.
 - Times: integer microseconds since the epoch, UTC (``<name>_us``), as in SQLite's job tables:
   comparisons are exact (BSON dates hold milliseconds). No BSON date copies as the memory store
   keeps: they would slow every claim on servers that scan documents (SecantusDB decodes each).
-- ``payload``, ``result`` and ``progress`` are JSON text: any JSON the SQLite store takes (keys with ``$`` or
-  ``.``, integers wider than 64 bits) round-trips unchanged.
+- ``payload``, ``result`` and ``progress`` are JSON text: any JSON the SQLite store takes (keys
+  with ``$`` or ``.``, integers wider than 64 bits) round-trips unchanged.
 - ``v``: a version, bumped by every write; a read-modify-write writes only over the version it
   read (compare-and-set). ``seq``: an ObjectId made on insert, the tie-breaker of equal times.
 - ``slot``: while a job is held under a concurrency limit, which of the limit's slots it takes

@@ -3,8 +3,8 @@
 A backend implements a few primitives: insert with idempotency, get, list, an atomic
 **claim**, an atomic read-modify-write of one job (:meth:`JobStore._modify`), a lease renewal
 that is one conditional update on the job's id and owner (:meth:`JobStore._renew`), a count of
-active jobs, and the schedule table with a compare-and-set. Every state change (start, succeed, fail,
-defer, approve, ...) is built here on :meth:`_modify` with the pure rules of
+active jobs, and the schedule table with a compare-and-set. Every state change (start, succeed,
+fail, defer, approve, ...) is built here on :meth:`_modify` with the pure rules of
 :mod:`carrier.jobs.transitions`, so each backend enforces the same state machine.
 
 SQLite does the claim in one ``BEGIN IMMEDIATE`` transaction; a MongoDB backend would claim with

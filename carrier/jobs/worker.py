@@ -56,8 +56,9 @@ class Worker(JobRunner):
     """Runs the handlers registered by kind on jobs claimed from ``store``.
 
     ``lease_s``: how long a claim holds without renewal (renewed every ``lease_s / 3`` while the
-    handler runs): after a crash, the time until another worker takes the job over. ``max_concurrent``: jobs this worker runs at once. ``default_timeout_s``: time
-    limit of an attempt whose job sets none. ``approval_ttl_s``: how long a job awaits approval
+    handler runs): after a crash, the time until another worker takes the job over.
+    ``max_concurrent``: jobs this worker runs at once. ``default_timeout_s``: time limit of an
+    attempt whose job sets none. ``approval_ttl_s``: how long a job awaits approval
     before it becomes ``expired_approval_state`` (``None``: forever); the worker looks for
     expired approvals every ``approval_check_s`` (clock time).
     """
