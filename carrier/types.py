@@ -88,7 +88,14 @@ class MemoryKind(StrEnum):
 
 
 class MemoryStatus(StrEnum):
-    """Processing state of a memory. Inbound messages move received → processed | failed | ignored."""
+    """Processing state of a memory.
+
+    An inbound message moves received → processed | ignored | superseded | failed; one the agent
+    answered waits ``pending`` until its replies' fate is known (:mod:`carrier.outbox`). An
+    agent's reply moves pending → sending → sent | failed: stored before it is sent, claimed by
+    the one client that sends it, then marked by that client. The inbound message never
+    contradicts its replies: ``processed`` once a reply went out (or none was needed), ``failed``
+    only when none did."""
 
     RECEIVED = "received"
     """Stored, not yet processed: a turn that crashes leaves it here."""
@@ -98,8 +105,17 @@ class MemoryStatus(StrEnum):
     SUPERSEDED = "superseded"
     """A newer message in the same room arrived before this one's turn started."""
     FAILED = "failed"
+    """Processing failed, or (a reply) it was not delivered; ``error`` says why."""
     STORED = "stored"
-    """A record that needs no processing (agent replies, facts, knowledge)."""
+    """A record that needs no processing (facts, knowledge, summaries; replies stored before
+    the outbox)."""
+    PENDING = "pending"
+    """A reply stored and not yet accepted by its platform; an inbound message whose turn is
+    done and whose replies are on their way."""
+    SENDING = "sending"
+    """A reply a client claimed and is sending now (claimed once: two senders never both win)."""
+    SENT = "sent"
+    """A reply its platform accepted."""
 
 
 class RoomKind(StrEnum):
@@ -237,6 +253,10 @@ class Author(BaseModel):
     name: str
     username: str | None = None
     is_bot: bool = False
+    is_admin: bool = False
+    """The platform says this person administers the room (Discord: Administrator or Manage
+    Server there; the API: the admin token). Set by the client, never from what was written;
+    tools with ``trigger: room_admins`` run only for them."""
 
 
 class Channel(BaseModel):

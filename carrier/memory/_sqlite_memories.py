@@ -89,13 +89,24 @@ class Memories(SQLiteConnection):
         )
 
     async def set_memory_status(
-        self, memory_id: str, status: MemoryStatus, *, error: str | None = None
-    ) -> None:
-        await self._write(
-            f"setting the status of memory {memory_id}",
-            "UPDATE memories SET status = ?, error = ?, updated_at = ? WHERE id = ?",
-            (str(status), error, to_us(utcnow()), memory_id),
-        )
+        self,
+        memory_id: str,
+        status: MemoryStatus,
+        *,
+        error: str | None = None,
+        expect: Sequence[MemoryStatus] | None = None,
+    ) -> bool:
+        sql = "UPDATE memories SET status = ?, error = ?, updated_at = ? WHERE id = ?"
+        params: list[object] = [str(status), error, to_us(utcnow()), memory_id]
+        if expect is not None:
+            if not expect:
+                return False
+            # One statement: SQLite runs it under the write lock, so the check and the change
+            # cannot be split by another connection's write.
+            sql += f" AND status IN ({', '.join('?' * len(expect))})"
+            params += [str(s) for s in expect]
+        changed = await self._write(f"setting the status of memory {memory_id}", sql, params)
+        return changed > 0
 
     async def get_memories(
         self,

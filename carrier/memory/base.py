@@ -147,9 +147,19 @@ class Store(ABC):
 
     @abstractmethod
     async def set_memory_status(
-        self, memory_id: str, status: MemoryStatus, *, error: str | None = None
-    ) -> None:
-        """Set status and error (``None`` clears it); bumps updated_at. A missing id is ignored."""
+        self,
+        memory_id: str,
+        status: MemoryStatus,
+        *,
+        error: str | None = None,
+        expect: Sequence[MemoryStatus] | None = None,
+    ) -> bool:
+        """Set status and error (``None`` clears it); bumps updated_at. True if the memory was
+        changed; a missing id is ignored (False).
+
+        With ``expect``, only a memory whose status is one of those changes, in one atomic step
+        (compare and set): of two processes claiming one reply (pending → sending), exactly one
+        gets True. An empty ``expect`` changes nothing."""
 
     @abstractmethod
     async def get_memories(

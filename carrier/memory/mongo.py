@@ -390,12 +390,24 @@ class MongoStore(RankedSearch, Store):
             await self._log_change(memory.agent_id, ids=[memory.id])
 
     async def set_memory_status(
-        self, memory_id: str, status: MemoryStatus, *, error: str | None = None
-    ) -> None:
+        self,
+        memory_id: str,
+        status: MemoryStatus,
+        *,
+        error: str | None = None,
+        expect: Sequence[MemoryStatus] | None = None,
+    ) -> bool:
         col = self._col("memories")
         update = {"status": str(status), "error": error, **codec.stamp("updated", utcnow())}
+        query: dict[str, Any] = {"_id": memory_id}
+        if expect is not None:
+            if not expect:
+                return False
+            # One document update is atomic: the filter and the change cannot be split.
+            query["status"] = {"$in": [str(s) for s in expect]}
         with self._errors(f"setting the status of memory {memory_id}"):
-            await col.update_one({"_id": memory_id}, {"$set": update})
+            result = await col.update_one(query, {"$set": update})
+        return result.matched_count > 0
 
     async def get_memories(
         self,
