@@ -45,6 +45,7 @@ from carrier.plugins import Plugin
 from carrier.runtime import AgentRuntime
 from carrier.settings import Settings
 from carrier.tool_registry import ToolRegistry
+from carrier.tools.policy import ToolPolicy
 from carrier.types import AgentRecord, utcnow
 
 __all__ = [
@@ -172,7 +173,9 @@ class AgentManager:
         """False: agents started here answer the API only, and their platform clients are left
         to another process (``carrier serve --no-clients`` beside ``carrier run --no-api``), so a
         bot never connects twice."""
-        self.tools = ToolRegistry(store=store, environ=environ)
+        self.tools = ToolRegistry(
+            store=store, environ=environ, policy=ToolPolicy.from_settings(settings)
+        )
         self._running: dict[str, _Running] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._sources: dict[str, str] = {}

@@ -93,6 +93,7 @@ async def run_main(
     from carrier.audit.host import HostAudit, open_host_audit
     from carrier.jobs.service import JobService
     from carrier.retention.job import schedule_retention
+    from carrier.tools.approvals import register_tool_jobs
 
     if serve_api:
         from carrier.api import check_bind
@@ -114,6 +115,7 @@ async def run_main(
         await jobs.store.open()
         manager.services["jobs"] = jobs.store
         register_job_handlers(jobs, manager)
+        register_tool_jobs(jobs, manager)  # tool calls approved by a human run here
         await schedule_retention(jobs, manager, audit_days=settings.audit_retention_days)
         started = 0
         clients = 0

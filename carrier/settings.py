@@ -71,6 +71,15 @@ class Settings(BaseSettings):
     the model's first answer, hence off by default."""
     audit_retention_days: int = Field(default=365, ge=1)
     """Days the audit log keeps an entry; the daily retention job deletes older ones."""
+    tool_env: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    """Environment variables registered tools may send in headers (comma-separated ``NAME``,
+    ``NAME@host`` or a pattern like ``WEATHER_*``); none by default. ``CARRIER_*``, provider keys
+    and platform credentials only by exact name (see :mod:`carrier.tools.policy`)."""
+    tool_internal_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    """Hosts tools may reach although they are (or resolve to) loopback, private or link-local
+    addresses (comma-separated names or addresses); none by default."""
+    tool_calls_per_hour: int = Field(default=20, ge=1, le=100_000)
+    """How many calls of one tool one person may set off in an hour (a tool may set its own)."""
     job_lease_seconds: float = Field(default=10.0, gt=0, le=3600)
     """How long a job worker's claim holds without renewal; the worker renews it every third of
     that while the job runs, so after a worker dies another takes its jobs over within about
@@ -104,7 +113,16 @@ class Settings(BaseSettings):
             )
         return value
 
-    @field_validator("public_hosts", mode="before")
+    @field_validator("tool_env", mode="before")
+    @classmethod
+    def _split_names(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = value.split(",")
+        if isinstance(value, list):
+            return [str(part).strip() for part in value if str(part).strip()]
+        return value
+
+    @field_validator("public_hosts", "tool_internal_hosts", mode="before")
     @classmethod
     def _split_hosts(cls, value: Any) -> Any:
         if isinstance(value, str):

@@ -1,7 +1,9 @@
-"""Approve or reject drafts (an Instagram post waiting for a human) with buttons in a channel.
+"""Approve or reject drafts (an Instagram post, a tool call waiting for a human) with buttons in a
+channel.
 
 When an agent also runs on Discord and its ``clientConfig.discord`` names an approval channel,
-each draft that waits for approval is posted there with **Approve** and **Reject** buttons::
+each draft that waits for approval is posted there with **Approve** and **Reject** buttons (a
+tool call shows the tool, who asked, where, and the arguments)::
 
     clientConfig:
       discord:
@@ -13,11 +15,15 @@ else is told so privately and nothing changes. A click approves or rejects the j
 store (``runtime.services["jobs"]``) and updates the message. The buttons' custom ids
 (``carrier:approve:<job id>``, ``carrier:reject:<job id>``) carry everything a click needs, and
 they are registered as dynamic items, so the buttons keep working after a restart.
+
+An approved tool call runs on the job worker, which posts its result back to the channel where
+the person asked through :meth:`ApprovalDesk.post_tool_result`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import re
 from collections.abc import Mapping
@@ -34,6 +40,8 @@ from carrier.errors import ClientError, ConfigError
 from carrier.jobs.base import JobStore
 from carrier.jobs.errors import JobStateError
 from carrier.jobs.model import Job
+from carrier.tools.approvals import NOTICE_JOB_KIND, TOOL_JOB_KIND, sender_of
+from carrier.tools.records import record_approval
 
 if TYPE_CHECKING:
     from clients.discord.client import DiscordClient
@@ -45,6 +53,7 @@ __all__ = [
     "approval_view",
     "custom_id",
     "draft_message",
+    "tool_call_message",
 ]
 
 log = logging.getLogger(__name__)
@@ -156,6 +165,31 @@ def draft_message(job: Job, agent_name: str) -> str:
     return "\n".join(lines)[:2000]
 
 
+def tool_call_message(job: Job, agent_name: str) -> str:
+    """The text of a parked tool call's message: the tool and its endpoint, who asked and where,
+    the arguments (as the model gave them: text from a stranger, shown in a code block, mentions
+    escaped), when it expires."""
+    payload = job.payload
+    sender = sender_of(job)
+    raw = payload.get("room")
+    room: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    where = f"#{room.get('channel_name')}" if room.get("channel_name") else room.get("platform")
+    arguments = json.dumps(payload.get("arguments") or {}, indent=1, ensure_ascii=False)
+    if len(arguments) > 1200:
+        arguments = arguments[:1199] + "\u2026"
+    arguments = arguments.replace("```", "`\u200b``")
+    who = discord.utils.escape_markdown(sender.name)
+    lines = [
+        f"**Tool call awaiting approval** from {agent_name} \u00b7 job `{job.id}`",
+        f"{payload.get('tool')}: {payload.get('method')} {payload.get('host')}",
+        f"Asked by {who} ({sender.platform} `{sender.platform_id}`) in {where or 'a room'}",
+        f"Arguments:\n```json\n{arguments}\n```",
+    ]
+    if job.approval_expires_at is not None:
+        lines.append(f"Expires {discord.utils.format_dt(job.approval_expires_at, 'R')}.")
+    return discord.utils.escape_mentions("\n".join(lines))[:2000]
+
+
 def _attachment(paths: list[str]) -> discord.File | None:
     for raw in paths[:1]:
         path = Path(raw)
@@ -194,10 +228,14 @@ class ApprovalDesk:
         if settings.channel is None:
             return None
         channel = await self._channel(settings.channel)
-        draft = job.payload.get("draft")
-        paths = [str(p) for p in (draft.get("media") or [])] if isinstance(draft, dict) else []
-        file = await asyncio.to_thread(_attachment, paths)
-        content = draft_message(job, self.client.runtime.character.name)
+        name = self.client.runtime.character.name
+        if job.kind == TOOL_JOB_KIND:
+            file, content = None, tool_call_message(job, name)
+        else:
+            draft = job.payload.get("draft")
+            paths = [str(p) for p in (draft.get("media") or [])] if isinstance(draft, dict) else []
+            file = await asyncio.to_thread(_attachment, paths)
+            content = draft_message(job, name)
         view = approval_view(job.id)
         none = discord.AllowedMentions.none()
         if file is not None:
@@ -206,6 +244,17 @@ class ApprovalDesk:
             message = await channel.send(content, view=view, allowed_mentions=none)
         self.client.stats.sent += 1
         log.info("discord: draft of job %s posted for approval in #%s", job.id, channel)
+        return str(message.id)
+
+    async def post_tool_result(self, channel_id: str, text: str) -> str | None:
+        """Post the outcome of an approved (or rejected) tool call in the channel where it was
+        asked for; the message id. No one is pinged."""
+        channel = await self._channel(channel_id)
+        message = await channel.send(
+            discord.utils.escape_mentions(text)[:2000],
+            allowed_mentions=discord.AllowedMentions.none(),
+        )
+        self.client.stats.sent += 1
         return str(message.id)
 
     async def _channel(self, wanted: str) -> discord.abc.Messageable:
@@ -291,7 +340,9 @@ class ApprovalDesk:
             state = current.state.value if current is not None else "gone"
             await say(f"This draft is already {state.replace('_', ' ')}; nothing changed.")
             return
-        if action == "reject":  # an approval is recorded when the approved draft goes ahead
+        if action == "reject" and job.kind == TOOL_JOB_KIND:
+            await self._tool_rejected(job, who, user.name)
+        elif action == "reject":  # an approval is recorded when the approved draft goes ahead
             await audit_from(self.client.runtime.services).record(
                 AuditKind.INSTAGRAM_APPROVAL,
                 actor=who,
@@ -307,6 +358,29 @@ class ApprovalDesk:
         content = original[: 2000 - len(decided)] + decided
         await interaction.response.edit_message(content=content, view=None)
         log.info("discord: job %s %s by %s", job_id, verdict.lower(), who)
+
+    async def _tool_rejected(self, job: Job, who: str, name: str) -> None:
+        """A rejected tool call: audited, and the room told (by the job worker, which keeps it in
+        the history too)."""
+        services = self.client.runtime.services
+        await record_approval(
+            services,
+            job_id=job.id,
+            agent_id=job.agent_id,
+            tool=str(job.payload.get("tool") or ""),
+            decision="rejected",
+            by=who,
+            sender=sender_of(job),
+            reason=f"rejected on Discord by {name}",
+        )
+        jobs = self.jobs
+        if jobs is not None:
+            await jobs.enqueue(
+                NOTICE_JOB_KIND,
+                agent_id=job.agent_id,
+                payload={"job_id": job.id, "event": "rejected"},
+                idempotency_key=f"tool-notice-rejected:{job.id}",
+            )
 
 
 _DESKS: WeakKeyDictionary[discord.Client, ApprovalDesk] = WeakKeyDictionary()

@@ -15,7 +15,7 @@ from discord import app_commands
 
 from carrier.errors import ConfigError
 from carrier.types import Message, RoomState
-from clients.discord.convert import PLATFORM, author_of, channel_of
+from clients.discord.convert import PLATFORM, author_of, channel_of, is_room_admin
 from clients.discord.policy import Verdict
 from clients.discord.reactions import entity_id, room_id
 from clients.discord.sender import allowed_mentions, outgoing_parts
@@ -101,7 +101,10 @@ class SlashHandler:
         await interaction.response.defer(thinking=True)
         message = Message(
             platform=PLATFORM,
-            author=author_of(interaction.user),
+            author=author_of(
+                interaction.user,
+                is_admin=interaction.guild is not None and is_room_admin(interaction.permissions),
+            ),
             channel=channel_of(interaction.channel, interaction.channel_id or 0),
             text=question,
             platform_message_id=str(interaction.id),

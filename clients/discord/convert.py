@@ -23,6 +23,7 @@ __all__ = [
     "author_of",
     "channel_of",
     "clean_text",
+    "is_room_admin",
     "mentions_me",
     "replies_to_me",
     "to_message",
@@ -75,13 +76,32 @@ def channel_of(channel: Any, channel_id: int) -> Channel:
     )
 
 
-def author_of(user: discord.abc.User) -> Author:
+def author_of(user: discord.abc.User, *, is_admin: bool = False) -> Author:
     return Author(
         platform_id=str(user.id),
         name=user.display_name,
         username=user.name,
         is_bot=bool(user.bot),
+        is_admin=is_admin,
     )
+
+
+def is_room_admin(permissions: discord.Permissions | None) -> bool:
+    """Administrator or Manage Server where the message was written: who counts as a room admin
+    for tools with ``trigger: room_admins`` (the same people who may approve drafts)."""
+    return permissions is not None and (permissions.administrator or permissions.manage_guild)
+
+
+def _permissions(message: discord.Message) -> discord.Permissions | None:
+    """The author's permissions in the message's channel; None in a DM or for a non-member (a
+    webhook), whom no tool treats as an admin."""
+    author = message.author
+    channel = message.channel
+    if message.guild is None or not isinstance(author, discord.Member):
+        return None
+    if isinstance(channel, discord.abc.GuildChannel | discord.Thread):
+        return channel.permissions_for(author)
+    return None
 
 
 def _is_my_role(role: discord.Role, me: discord.abc.User) -> bool:
@@ -180,7 +200,7 @@ async def to_message(
         metadata["discord_guild_id"] = str(message.guild.id)
     return Message(
         platform=PLATFORM,
-        author=author_of(message.author),
+        author=author_of(message.author, is_admin=is_room_admin(_permissions(message))),
         channel=channel_of(message.channel, message.channel.id),
         text=clean_text(message, me),
         platform_message_id=str(message.id),

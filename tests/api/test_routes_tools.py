@@ -1,9 +1,11 @@
 """/tools: a tool registered over the API (served by a loopback HTTP server) is called by the model
-and its result reaches the reply."""
+and its result reaches the reply. The operator lets tools reach 127.0.0.1 and send WEATHER_KEY
+there (``settings`` below); the rules themselves are tested in ``tests/security/test_tools.py``."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -13,9 +15,21 @@ from carrier.agents import AgentManager
 from carrier.api import ApiSettings, create_app
 from carrier.llm.base import ModelRequest, ModelResult
 from carrier.llm.fake import FunctionModel
-from carrier.settings import Settings
-from tests.api.conftest import create_running, xml
+from carrier.settings import Settings, load_settings
+from tests.api.conftest import ADMIN, create_running, xml
 from tests.pipeline.test_tools import ToolServer
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return load_settings(
+        {
+            "CARRIER_DATA_DIR": str(tmp_path / "data"),
+            "CARRIER_ADMIN_TOKEN": ADMIN,
+            "CARRIER_TOOL_ENV": "WEATHER_KEY@127.0.0.1",
+            "CARRIER_TOOL_INTERNAL_HOSTS": "127.0.0.1",
+        }
+    )
 
 
 @pytest.fixture

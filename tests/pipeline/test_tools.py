@@ -1,4 +1,8 @@
-"""HTTP tools: the model calls a tool served on loopback and its output reaches the reply."""
+"""HTTP tools: the model calls a tool served on loopback and its output reaches the reply.
+
+The tool server listens on 127.0.0.1, which tools may reach only when the operator names it an
+internal host, and the weather key is a variable the operator lets tools send to it: both are
+in :data:`POLICY`. What happens without them is in ``tests/security/test_tools.py``."""
 
 from __future__ import annotations
 
@@ -14,8 +18,11 @@ from pydantic import ValidationError
 
 from carrier.llm.base import ModelRequest, ModelResult
 from carrier.llm.fake import FunctionModel
-from carrier.tools import ToolCallError, ToolSpec, call_tool, tools_plugin
+from carrier.tools import ToolCallError, ToolPolicy, ToolSpec, call_tool, tools_plugin
 from tests.pipeline.conftest import dm, xml
+
+POLICY = ToolPolicy.of(env=["WEATHER_KEY@127.0.0.1"], internal_hosts=["127.0.0.1"])
+"""The operator's rules these tests run under (CARRIER_TOOL_ENV, CARRIER_TOOL_INTERNAL_HOSTS)."""
 
 
 class ToolServer:
@@ -112,7 +119,10 @@ async def test_tool_called_by_model_and_result_reaches_reply(
 
     model = FunctionModel(fn)
     plugin = tools_plugin(
-        [weather_spec(tool_server.url)], agent_id="any", environ={"WEATHER_KEY": "k-123"}
+        [weather_spec(tool_server.url)],
+        agent_id="any",
+        environ={"WEATHER_KEY": "k-123"},
+        policy=POLICY,
     )
     runtime = make_runtime(model, plugins=[plugin])
     result = await runtime.handle(dm("what's the weather in Oslo?"))
@@ -147,7 +157,11 @@ async def test_tool_output_is_wrapped_as_untrusted_data(
     make_runtime, tool_server: ToolServer
 ) -> None:
     spec = ToolSpec(
-        name="lookup", description="Look something up.", url=f"{tool_server.url}/lookup", headers={}
+        name="lookup",
+        description="Look something up.",
+        url=f"{tool_server.url}/lookup",
+        headers={},
+        trigger="everyone",  # a POST tool is for room admins unless opened to everyone
     )
 
     def fn(request: ModelRequest) -> str | ModelResult:
@@ -158,7 +172,8 @@ async def test_tool_output_is_wrapped_as_untrusted_data(
         return xml("I looked it up.")
 
     model = FunctionModel(fn)
-    runtime = make_runtime(model, plugins=[tools_plugin([spec], agent_id="a", environ={})])
+    plugin = tools_plugin([spec], agent_id="a", environ={}, policy=POLICY)
+    runtime = make_runtime(model, plugins=[plugin])
     await runtime.handle(dm("look it up"))
     content = str(next(m for m in model.requests[1].messages if m.role == "tool").content)
     assert content.startswith('<data source="tool:lookup" trust="untrusted">')
@@ -178,7 +193,7 @@ async def test_tool_bad_arguments_reported_to_model(make_runtime, tool_server: T
 
     model = FunctionModel(fn)
     plugin = tools_plugin(
-        [weather_spec(tool_server.url)], agent_id="a", environ={"WEATHER_KEY": "k"}
+        [weather_spec(tool_server.url)], agent_id="a", environ={"WEATHER_KEY": "k"}, policy=POLICY
     )
     result = await make_runtime(model, plugins=[plugin]).handle(dm("weather?"))
     assert tool_server.requests == []
@@ -198,7 +213,7 @@ async def test_tool_rounds_are_bounded(make_runtime, tool_server: ToolServer) ->
         )
     )
     plugin = tools_plugin(
-        [weather_spec(tool_server.url)], agent_id="a", environ={"WEATHER_KEY": "k"}
+        [weather_spec(tool_server.url)], agent_id="a", environ={"WEATHER_KEY": "k"}, policy=POLICY
     )
     result = await make_runtime(model, plugins=[plugin]).handle(dm("loop forever"))
     assert len(tool_server.requests) == 3  # MAX_TOOL_ROUNDS
@@ -226,13 +241,15 @@ def test_tool_spec_refuses_literal_header_and_foreign_host() -> None:
 async def test_tool_call_errors_are_clear(tool_server: ToolServer) -> None:
     spec = weather_spec(tool_server.url)
     with pytest.raises(ToolCallError, match="needs the environment variable WEATHER_KEY"):
-        await call_tool(spec, {"city": "Oslo"}, environ={})
+        await call_tool(spec, {"city": "Oslo"}, environ={}, policy=POLICY)
     redirect = spec.model_copy(update={"url": f"{tool_server.url}/redirect"})
     with pytest.raises(ToolCallError, match="redirects are not followed"):
-        await call_tool(redirect, {"city": "Oslo"}, environ={"WEATHER_KEY": "k"})
+        await call_tool(redirect, {"city": "Oslo"}, environ={"WEATHER_KEY": "k"}, policy=POLICY)
     failing = spec.model_copy(update={"url": f"{tool_server.url}/fail"})
     with pytest.raises(ToolCallError, match="HTTP 503: down for maintenance"):
-        await call_tool(failing, {"city": "Oslo"}, environ={"WEATHER_KEY": "secret-value"})
+        await call_tool(
+            failing, {"city": "Oslo"}, environ={"WEATHER_KEY": "secret-value"}, policy=POLICY
+        )
 
 
 def test_tools_plugin_scoped_to_agents(tool_server: ToolServer) -> None:

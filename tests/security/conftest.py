@@ -15,6 +15,7 @@ from tests.api.conftest import (  # noqa: F401 - fixtures
     store,
 )
 from tests.clients.discord.conftest import harness  # noqa: F401 - fixture
+from tests.security._tools_world import world  # noqa: F401 - fixture
 from tests.security.audit_support import (  # noqa: F401 - fixtures
     audit,
     audit_factory,

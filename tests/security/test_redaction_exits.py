@@ -33,7 +33,8 @@ from carrier.safety.known import configure_redactor
 from carrier.safety.logs import install_log_redaction
 from carrier.safety.redact import current_redactor, set_redactor
 from carrier.settings import Settings, load_settings
-from carrier.tools import ToolSpec, tool_action
+from carrier.tools import ToolPolicy, ToolSpec, tool_action
+from carrier.types import Author, Channel, Message, RoomKind
 from tests.llm.openai_server import FakeOpenAIServer, Reply
 from tests.security._hostile import (
     ADMIN_VALUE,
@@ -391,8 +392,20 @@ async def test_redaction_tool_outputs_and_error_bodies(caplog: pytest.LogCapture
                     method="GET",
                     headers={"X-Api-Key": "$WEATHER_CREDENTIAL"},
                 )
-                action = tool_action(spec, environ=environ)
-                turn = SimpleNamespace(current_tool_call={"arguments": {}})
+                # The operator lets tools reach the loopback server and send the key to it.
+                policy = ToolPolicy.of(
+                    env=["WEATHER_CREDENTIAL@127.0.0.1"], internal_hosts=["127.0.0.1"]
+                )
+                action = tool_action(spec, environ=environ, policy=policy)
+                turn = SimpleNamespace(
+                    current_tool_call={"arguments": {}},
+                    message=Message(
+                        platform="test",
+                        author=Author(platform_id="ana", name="Ana"),
+                        channel=Channel(platform_id="dm", kind=RoomKind.DM),
+                    ),
+                    runtime=SimpleNamespace(agent_id="a", services={}),
+                )
                 results.append(await action.handler(turn))  # type: ignore[arg-type]
             assert len(redactor) == 1
     finally:

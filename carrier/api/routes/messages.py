@@ -92,7 +92,8 @@ async def post_message(
     user = body.user_id or who.name
     message = Message(
         platform="api",
-        author=Author(platform_id=user, name=body.user_name or user),
+        # Only the admin token makes the caller a room admin (for tools with trigger room_admins).
+        author=Author(platform_id=user, name=body.user_name or user, is_admin=who.admin),
         channel=Channel(platform_id=body.room_id or f"api:{user}", kind=RoomKind.API),
         text=body.text,
         attachments=[attachment] if attachment is not None else [],
