@@ -6,6 +6,14 @@ its first call, and the offline provider only needs an ``Embedder`` passed in.
 """
 
 from carrier.llm.base import ChatMessage, ModelProvider, ModelRequest, ModelResult
+from carrier.llm.deadline import current_deadline, model_deadline
+from carrier.llm.failures import (
+    CUT_MARKER,
+    FAILURE_NOTICE,
+    MalformedAnswer,
+    ModelFailure,
+    StreamInterrupted,
+)
 from carrier.llm.fake import FunctionModel, ScriptedModel, ScriptExhausted
 from carrier.llm.litellm_provider import LiteLLMProvider, load_litellm
 from carrier.llm.models import credential_env_vars, has_credentials, resolve_model, vendor_of
@@ -23,6 +31,8 @@ from carrier.llm.parse import (
 from carrier.llm.resilience import Backoff, BreakerState, CircuitBreaker, retry_async
 
 __all__ = [
+    "CUT_MARKER",
+    "FAILURE_NOTICE",
     "NO_MODEL_MESSAGE",
     "REPAIR_PROMPT",
     "Backoff",
@@ -31,6 +41,8 @@ __all__ = [
     "CircuitBreaker",
     "FunctionModel",
     "LiteLLMProvider",
+    "MalformedAnswer",
+    "ModelFailure",
     "ModelProvider",
     "ModelRequest",
     "ModelResult",
@@ -38,10 +50,13 @@ __all__ = [
     "ParsedResponse",
     "ScriptExhausted",
     "ScriptedModel",
+    "StreamInterrupted",
     "credential_env_vars",
+    "current_deadline",
     "format_instructions",
     "has_credentials",
     "load_litellm",
+    "model_deadline",
     "parse_json_list",
     "parse_response",
     "parse_should_respond",

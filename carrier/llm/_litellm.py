@@ -13,7 +13,9 @@ import os
 import threading
 from typing import Any
 
+from carrier.llm._plan import Verdict
 from carrier.llm.base import ModelResult
+from carrier.llm.failures import MalformedAnswer
 from carrier.types import Usage
 
 _module: Any = None
@@ -67,35 +69,94 @@ def is_auth_error(exc: BaseException) -> bool:
     return (lm is not None and isinstance(exc, lm.AuthenticationError)) or is_missing_key(exc)
 
 
+_PERMANENT = (
+    "AuthenticationError",
+    "PermissionDeniedError",
+    "BadRequestError",
+    "NotFoundError",
+    "UnprocessableEntityError",
+)
+
+
 def is_transient(exc: BaseException) -> bool:
-    """Worth retrying: rate limits, timeouts, connection failures and 5xx; not auth or bad input."""
+    """Worth retrying: anything but a bad key, a refused permission or a bad request.
+
+    Rate limits, timeouts, connection failures, 5xx, malformed answers and broken streams are
+    retried; so is an error of a kind no one foresaw (the deadline bounds what a useless retry
+    costs, and a persona that answers on the second try is worth it)."""
     if is_missing_key(exc):
         return False
     lm = _module
-    if lm is not None:
-        permanent = (
-            lm.AuthenticationError,
-            lm.PermissionDeniedError,
-            lm.BadRequestError,
-            lm.NotFoundError,
-            lm.UnprocessableEntityError,
-        )
-        if isinstance(exc, permanent):
-            return False
-        transient = (
-            lm.RateLimitError,
-            lm.Timeout,
-            lm.APIConnectionError,
-            lm.InternalServerError,
-            lm.ServiceUnavailableError,
-            lm.BadGatewayError,
-        )
-        if isinstance(exc, transient):
-            return True
-    if isinstance(exc, TimeoutError | ConnectionError):
-        return True
+    if lm is not None and isinstance(exc, tuple(getattr(lm, name) for name in _PERMANENT)):
+        return False
     status = getattr(exc, "status_code", None)
-    return isinstance(status, int) and (status >= 500 or status in (408, 429))
+    bad_request = isinstance(status, int) and 400 <= status < 500
+    return not bad_request or status in (408, 409, 429)
+
+
+_JSON_TROUBLE = ("Expecting value", "Unterminated string", "Expecting ',' delimiter", "Extra data")
+
+
+def failure_label(exc: BaseException) -> str:
+    """A few words on what went wrong, for the reason a failed message keeps: ``timeout``,
+    ``500``, ``429 rate limited``, ``stream cut``, ``malformed answer: no choices``. Never an
+    exception's name (the whole error is in the log)."""
+    if isinstance(exc, MalformedAnswer):
+        return f"malformed answer: {exc}"
+    text = str(exc)
+    lm = _module
+    name = type(exc).__name__
+    if isinstance(exc, TimeoutError) or (lm is not None and isinstance(exc, lm.Timeout)):
+        return "timeout"
+    if any(marker in text for marker in _JSON_TROUBLE):
+        return "malformed answer: not JSON"
+    if name == "MidStreamFallbackError":
+        return "stream cut" if "ended before" in text else "stream broken"
+    if is_auth_error(exc):
+        return "authentication failed"
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int):
+        return {429: "429 rate limited", 404: "404 unknown model", 400: "400 bad request"}.get(
+            status, str(status)
+        )
+    if isinstance(exc, ConnectionError) or (
+        lm is not None and isinstance(exc, lm.APIConnectionError)
+    ):
+        return "connection failed"
+    return "unexpected error"
+
+
+def retry_after(exc: BaseException) -> float | None:
+    """Seconds a server asked us to wait (``retry-after-ms`` or ``Retry-After`` in seconds), if
+    its answer said; None for an HTTP date or no header."""
+    headers: Any = getattr(exc, "litellm_response_headers", None)
+    if headers is None:
+        response = getattr(exc, "response", None)
+        headers = getattr(response, "headers", None)
+    if not headers:
+        return None
+    try:
+        lowered = {str(k).lower(): str(v) for k, v in dict(headers).items()}
+    except (TypeError, ValueError):
+        return None
+    for key, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = lowered.get(key)
+        if value is None:
+            continue
+        try:
+            seconds = float(value) * scale
+        except ValueError:
+            continue
+        if seconds >= 0:
+            return seconds
+    return None
+
+
+def judge(exc: BaseException) -> Verdict:
+    """What a failed attempt means to the retry plan."""
+    return Verdict(
+        transient=is_transient(exc), label=failure_label(exc), retry_after=retry_after(exc)
+    )
 
 
 def tool_call(call_id: str | None, name: str | None, arguments: Any) -> dict[str, Any]:
@@ -112,15 +173,30 @@ def tool_call(call_id: str | None, name: str | None, arguments: Any) -> dict[str
 
 
 def result_from_response(model: str, response: Any) -> ModelResult:
-    """A :class:`ModelResult` from a litellm ``ModelResponse``; unpriced models cost 0."""
-    message = response.choices[0].message
+    """A :class:`ModelResult` from a litellm ``ModelResponse``; unpriced models cost 0.
+
+    Raises :class:`MalformedAnswer` for an answer with no choices, or with neither text nor tool
+    calls: a server having a bad moment, retried like one."""
+    choices = getattr(response, "choices", None) or []
+    if not choices:
+        raise MalformedAnswer("no choices")
+    message = getattr(choices[0], "message", None)
+    if message is None:
+        raise MalformedAnswer("no message")
+    text = getattr(message, "content", None) or ""
+    calls = [
+        tool_call(tc.id, tc.function.name, tc.function.arguments)
+        for tc in (getattr(message, "tool_calls", None) or [])
+    ]
+    if not text.strip() and not calls:
+        raise MalformedAnswer("no content")
     usage = getattr(response, "usage", None)
     try:
         cost = float(litellm().completion_cost(completion_response=response) or 0.0)
     except Exception:  # litellm raises for models it has no price for
         cost = 0.0
     return ModelResult(
-        text=message.content or "",
+        text=text,
         model=model,
         usage=Usage(
             prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
@@ -128,10 +204,7 @@ def result_from_response(model: str, response: Any) -> ModelResult:
             cost_usd=cost,
             calls=1,
         ),
-        tool_calls=[
-            tool_call(tc.id, tc.function.name, tc.function.arguments)
-            for tc in (getattr(message, "tool_calls", None) or [])
-        ],
+        tool_calls=calls,
     )
 
 
@@ -154,7 +227,9 @@ class StreamAccumulator:
         choices = getattr(chunk, "choices", None) or []
         if not choices:
             return ""
-        delta = choices[0].delta
+        delta = getattr(choices[0], "delta", None)
+        if delta is None:
+            return ""
         for tc in getattr(delta, "tool_calls", None) or []:
             slot = self._tools.setdefault(
                 getattr(tc, "index", 0) or 0, {"id": None, "name": None, "arguments": ""}
@@ -169,7 +244,15 @@ class StreamAccumulator:
             self.parts.append(text)
         return str(text)
 
+    @property
+    def started(self) -> bool:
+        """Whether the stream has said anything: text, or the start of a tool call."""
+        return bool(self.parts or self._tools)
+
     def result(self) -> ModelResult:
+        """The whole answer; :class:`MalformedAnswer` if the stream ended with nothing in it."""
+        if not self.started:
+            raise MalformedAnswer("a stream with no content")
         try:
             prompt_cost, completion_cost = litellm().cost_per_token(
                 model=self.model,

@@ -62,19 +62,31 @@ class ModelProvider(ABC):
 
     name: str = "provider"
     offline: bool = False
+    deadline: float | None = None
+    """Seconds a turn's model calls may take in all, retries and fallbacks included: the runtime
+    opens it around each turn (:func:`carrier.llm.deadline.model_deadline`) and providers end
+    their calls by then. None: no deadline (fakes, the offline provider)."""
 
     @abstractmethod
     async def generate(self, request: ModelRequest) -> ModelResult:
-        """Return the whole completion. Raises ``ProviderError`` after retries and fallbacks."""
+        """Return the whole completion. Raises ``ProviderError`` after retries and fallbacks
+        (:class:`carrier.llm.failures.ModelFailure` from the providers that retry)."""
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[str]:
         """Yield the completion in pieces. The default yields the whole result once; providers
-        that can stream override it. After the iterator ends, ``last_result`` holds usage."""
+        that can stream override it. After the iterator ends, ``last_result`` holds usage.
+
+        A stream that breaks after yielding text raises
+        :class:`carrier.llm.failures.StreamInterrupted`, which can carry on (``resume``)."""
         result = await self.generate(request)
         self.last_result = result
         yield result.text
 
     last_result: ModelResult | None = None
+
+    async def prepare(self) -> None:  # noqa: B027 - optional hook, a no-op by default
+        """Get ready to answer (import a library, ...) so that the first call, and the turn
+        deadline it runs under, does not pay for it. Safe to call twice."""
 
     async def supports_vision(self) -> bool:
         """Whether the model takes images as input (OpenAI-style ``image_url`` content parts)."""

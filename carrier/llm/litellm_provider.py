@@ -1,5 +1,6 @@
 """The litellm-backed provider: one model string per character, fallbacks, retries with backoff,
-timeouts, a circuit breaker and an optional in-memory response cache.
+a per-attempt timeout and a deadline for the whole call, a circuit breaker and an optional
+in-memory response cache.
 
 litellm is imported on the first call (in a worker thread; it takes ~3 s), never at import time,
 with ``LITELLM_LOCAL_MODEL_COST_MAP=True`` so it does not fetch its price map over the network.
@@ -7,31 +8,41 @@ with ``LITELLM_LOCAL_MODEL_COST_MAP=True`` so it does not fetch its price map ov
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from typing import Any, TypeVar
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any
 
-from carrier.errors import ProviderError
+from carrier.errors import ProviderUnavailable
 from carrier.llm._cache import ResponseCache
 from carrier.llm._litellm import (
     StreamAccumulator,
     is_auth_error,
-    is_transient,
+    judge,
     litellm,
     load_litellm,
     result_from_response,
 )
+from carrier.llm._plan import AttemptPlan, Slot
 from carrier.llm.base import ModelProvider, ModelRequest, ModelResult
+from carrier.llm.deadline import Deadline, current_deadline
+from carrier.llm.failures import CircuitOpen, StreamInterrupted
 from carrier.llm.models import credential_env_vars, vendor_of
-from carrier.llm.resilience import Backoff, CircuitBreaker, retry_async
+from carrier.llm.resilience import Backoff, CircuitBreaker
 from carrier.safety.redact import current_redactor
 
-__all__ = ["LiteLLMProvider", "load_litellm"]
+__all__ = ["DEFAULT_DEADLINE", "DEFAULT_TIMEOUT", "LiteLLMProvider", "load_litellm"]
 
 log = logging.getLogger(__name__)
 
-T = TypeVar("T")
+DEFAULT_TIMEOUT = 20.0
+"""Seconds one attempt may take (``CARRIER_MODEL_TIMEOUT``)."""
+DEFAULT_DEADLINE = 45.0
+"""Seconds a whole call may take, retries and fallbacks included (``CARRIER_TURN_DEADLINE``);
+inside a turn, the turn's deadline (:mod:`carrier.llm.deadline`) when it is earlier."""
 
 _NO_KEY_PLACEHOLDER = "sk-no-key-required"
 
@@ -40,9 +51,11 @@ class LiteLLMProvider(ModelProvider):
     """Calls any model litellm supports (``openai/gpt-4o-mini``, ``anthropic/...``,
     ``ollama/llama3.1``, or an OpenAI-compatible server as ``openai/<name>`` + ``api_base``).
 
-    Each model in ``[model, *fallbacks]`` is tried in turn, each with ``attempts`` tries and
-    ``backoff`` between them on transient errors (rate limit, timeout, connection, 5xx; never on
-    auth or bad-request errors). The breaker wraps the whole chain. ``api_base`` and ``api_key``
+    Each model in ``[model, *fallbacks]`` is tried in turn, each with ``attempts`` tries of at
+    most ``timeout`` seconds and ``backoff`` between them on transient errors (rate limit,
+    timeout, connection, 5xx, a malformed answer, a broken stream; never on auth or bad-request
+    errors), the whole call within ``deadline`` seconds (see :mod:`carrier.llm._plan` for how
+    the time is shared). The breaker wraps the whole chain. ``api_base`` and ``api_key``
     apply to every model of the same vendor as ``model``. ``extra`` goes to
     ``litellm.acompletion`` as is (e.g. ``{"mock_response": "hi"}`` in tests). ``environ`` is only
     read to see whether an ``openai/`` model at a local base URL needs a placeholder key.
@@ -57,7 +70,8 @@ class LiteLLMProvider(ModelProvider):
         fallbacks: Sequence[str] = (),
         api_base: str | None = None,
         api_key: str | None = None,
-        timeout: float = 60,
+        timeout: float = DEFAULT_TIMEOUT,
+        deadline: float | None = DEFAULT_DEADLINE,
         attempts: int = 3,
         backoff: Backoff | None = None,
         breaker: CircuitBreaker | None = None,
@@ -69,11 +83,14 @@ class LiteLLMProvider(ModelProvider):
     ) -> None:
         if attempts < 1:
             raise ValueError("attempts must be >= 1")
+        if timeout <= 0 or (deadline is not None and deadline <= 0):
+            raise ValueError("timeout and deadline must be > 0")
         self.model = model
         self.fallbacks = list(fallbacks)
         self.api_base = api_base
         self._api_key = api_key
         self.timeout = timeout
+        self.deadline = deadline
         self.attempts = attempts
         self.backoff = backoff or Backoff(base=0.5, cap=8.0)
         self.breaker = breaker or CircuitBreaker(name=f"model {model}")
@@ -88,6 +105,10 @@ class LiteLLMProvider(ModelProvider):
     def __repr__(self) -> str:
         return f"LiteLLMProvider(model={self.model!r}, fallbacks={self.fallbacks!r})"
 
+    async def prepare(self) -> None:
+        """Import litellm now (seconds, once per process) rather than in the first turn."""
+        await load_litellm()
+
     async def supports_vision(self) -> bool:
         """What litellm's model map says of the primary model (unknown models: no)."""
         if self._vision is None:
@@ -99,20 +120,42 @@ class LiteLLMProvider(ModelProvider):
         return self._vision
 
     async def generate(self, request: ModelRequest) -> ModelResult:
+        """The whole completion, after retries and fallbacks within the deadline; raises
+        :class:`ModelFailure` (the reason, no exception names) when none answered."""
         key = self._cache_key(request)
         hit = self.cache.get(key)
         if hit is not None:
             return hit
         await load_litellm()
-        result = await self.breaker.call(lambda: self._with_fallbacks(request, self._complete))
-        self.cache.put(key, result)
-        return result
+        self._admit()
+        plan = self._plan(request)
+        settled = False
+        try:
+            while (slot := await plan.next()) is not None:
+                try:
+                    async with asyncio.timeout(slot.timeout):
+                        result = await self._complete(slot, request)
+                except Exception as exc:  # a timeout, an HTTP error, a malformed answer
+                    self._note(plan, slot, exc)
+                    continue
+                self.breaker.record_success()
+                settled = True
+                self.cache.put(key, result)
+                return result
+            self.breaker.record_failure()
+            settled = True
+            raise plan.failure(self._hint(plan)) from plan.last_error
+        finally:
+            if not settled:  # cancelled: no verdict on the model
+                self.breaker.release()
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[str]:
         """Yield content deltas; ``last_result`` holds the full text and usage at the end.
 
-        Failures before the first chunk are retried (and fall back) like :meth:`generate`; once
-        text has been yielded a failure raises ``ProviderError`` (the caller has used the text).
+        An attempt that fails before its first text (an error status, a stream cut after the
+        role chunk, one with no content) is retried and falls back exactly like :meth:`generate`.
+        Once text was yielded a failure raises :class:`StreamInterrupted`, whose ``resume``
+        carries on with the same plan for a consumer that has not used the text yet.
         """
         self.last_result = None
         key = self._cache_key(request)
@@ -122,44 +165,122 @@ class LiteLLMProvider(ModelProvider):
             yield hit.text
             return
         await load_litellm()
-        self.breaker.before_call()
-        verdict = False
-        model = self.model
+        self._admit()
+        async for piece in self._stream(self._plan(request), request, key):
+            yield piece
+
+    async def _stream(
+        self, plan: AttemptPlan, request: ModelRequest, key: str | None
+    ) -> AsyncIterator[str]:
+        settled = False
         try:
-            model, chunks, first = await self._with_fallbacks(request, self._open_stream)
-            acc = StreamAccumulator(model)
-            if first is not None and (delta := acc.add(first)):
-                yield delta
-            async for chunk in chunks:
-                if delta := acc.add(chunk):
-                    yield delta
-            result = acc.result()
-        except ProviderError:
+            while (slot := await plan.next()) is not None:
+                acc = StreamAccumulator(slot.model)
+                yielded = False
+                response: Any = None
+                try:
+                    async with asyncio.timeout(slot.timeout):
+                        response = await self._open_stream(slot, request)
+                        first = await _first_content(response, acc)
+                    if first:
+                        yielded = True
+                        yield first
+                    while True:
+                        # Text is flowing: each further piece within the attempt's timeout, the
+                        # whole stream within the deadline.
+                        async with asyncio.timeout(min(slot.timeout, max(plan.remaining(), 0))):
+                            chunk = await anext(response, None)
+                        if chunk is None:
+                            break
+                        if delta := acc.add(chunk):
+                            yielded = True
+                            yield delta
+                    result = acc.result()
+                except Exception as exc:
+                    self._note(plan, slot, exc)
+                    if not yielded:
+                        continue
+                    self.breaker.record_failure()
+                    settled = True
+                    more = plan.model is not None
+                    if more and plan.remaining() < plan.min_attempt:
+                        more, plan.deadline_reached = False, True
+                    raise StreamInterrupted(
+                        plan.reason(),
+                        resume=(lambda: self._stream(plan, request, key)) if more else None,
+                        attempts=len(plan.failures),
+                        retry_after=plan.retry_after,
+                        deadline_reached=plan.deadline_reached,
+                    ) from exc
+                finally:
+                    await _close(response)
+                self.breaker.record_success()
+                settled = True
+                self.last_result = result
+                self.cache.put(key, result)
+                return
             self.breaker.record_failure()
-            verdict = True
-            raise
-        except Exception as exc:
-            self.breaker.record_failure()
-            verdict = True
-            raise ProviderError(
-                f"model {model} failed while streaming: {self._describe(exc)}"
-            ) from exc
-        else:
-            self.breaker.record_success()
-            verdict = True
+            settled = True
+            raise plan.failure(self._hint(plan)) from plan.last_error
         finally:
-            if not verdict:  # the consumer stopped early or was cancelled: no verdict
+            if not settled:  # the consumer stopped early or was cancelled: no verdict
                 self.breaker.release()
-        self.last_result = result
-        self.cache.put(key, result)
+
+    def _admit(self) -> None:
+        """Let the call through the breaker, or fail fast while it is open."""
+        try:
+            self.breaker.before_call()
+        except ProviderUnavailable as exc:
+            raise CircuitOpen(str(exc), retry_after=self.breaker.retry_in) from None
+
+    def _plan(self, request: ModelRequest) -> AttemptPlan:
+        """The attempts for one call: the turn's deadline if it runs in one (see
+        :mod:`carrier.llm.deadline`), else this provider's own from now."""
+        deadline = current_deadline()
+        if self.deadline is not None:
+            own = Deadline(time.monotonic() + self.deadline, self.deadline)
+            if deadline is None or own.at < deadline.at:
+                deadline = own
+        return AttemptPlan(
+            self._models_for(request),
+            attempts=self.attempts,
+            timeout=self.timeout,
+            deadline=deadline,
+            backoff=self.backoff,
+            judge=judge,
+        )
+
+    def _note(self, plan: AttemptPlan, slot: Slot, exc: BaseException) -> None:
+        """Record a failed attempt: in the plan (which decides what comes next) and the log."""
+        verdict = plan.failed(exc)
+        log.debug(
+            "model %s attempt failed (%s): %s", slot.model, verdict.label, self._describe(exc)
+        )
+        following = plan.model
+        if following is not None and following != slot.model:
+            log.info(
+                "model %s failed (%s); falling back to %s", slot.model, verdict.label, following
+            )
+
+    def _hint(self, plan: AttemptPlan) -> str:
+        """How to fix a failure the operator can fix: a rejected key."""
+        return next(
+            (
+                f". Check {' or '.join(credential_env_vars(f.model)) or 'the API key'}"
+                f" (or the api_key given) for {f.model}"
+                for f in plan.failures
+                if is_auth_error(f.error)
+            ),
+            "",
+        )
 
     # -- one call -------------------------------------------------------------------------------
 
-    def _kwargs(self, model: str, request: ModelRequest) -> dict[str, Any]:
+    def _kwargs(self, model: str, request: ModelRequest, timeout: float) -> dict[str, Any]:
         kwargs: dict[str, Any] = {
             "model": model,
             "messages": [m.model_dump(exclude_none=True) for m in request.messages],
-            "timeout": self.timeout,
+            "timeout": timeout,
             "num_retries": 0,  # our retries only, not litellm's nor the openai SDK's
         }
         temperature = self._temperature(request)
@@ -197,73 +318,18 @@ class LiteLLMProvider(ModelProvider):
         env_base = self._environ.get("OPENAI_API_BASE") or self._environ.get("OPENAI_BASE_URL")
         return own_base or bool(env_base)
 
-    async def _complete(self, model: str, request: ModelRequest) -> ModelResult:
-        response = await litellm().acompletion(**self._kwargs(model, request))
-        return result_from_response(model, response)
+    async def _complete(self, slot: Slot, request: ModelRequest) -> ModelResult:
+        response = await litellm().acompletion(**self._kwargs(slot.model, request, slot.timeout))
+        return result_from_response(slot.model, response)
 
-    async def _open_stream(
-        self, model: str, request: ModelRequest
-    ) -> tuple[str, AsyncIterator[Any], Any]:
-        """Start a stream and read its first chunk, so failures up to there can be retried."""
-        kwargs = self._kwargs(model, request)
+    async def _open_stream(self, slot: Slot, request: ModelRequest) -> Any:
+        kwargs = self._kwargs(slot.model, request, slot.timeout)
         kwargs["stream"] = True
         kwargs["stream_options"] = {"include_usage": True}
-        response = await litellm().acompletion(**kwargs)
-        chunks = response.__aiter__()
-        try:
-            first = await chunks.__anext__()
-        except StopAsyncIteration:
-            first = None
-        return model, chunks, first
-
-    # -- retries and fallbacks ------------------------------------------------------------------
+        return await litellm().acompletion(**kwargs)
 
     def _models_for(self, request: ModelRequest) -> list[str]:
         return list(dict.fromkeys([request.model or self.model, *self.fallbacks]))
-
-    async def _with_fallbacks(
-        self, request: ModelRequest, once: Callable[[str, ModelRequest], Awaitable[T]]
-    ) -> T:
-        models = self._models_for(request)
-        failures: list[tuple[str, int, Exception]] = []
-        for i, model in enumerate(models):
-            tries = 0
-
-            async def attempt(model: str = model) -> T:
-                nonlocal tries
-                tries += 1
-                return await once(model, request)
-
-            try:
-                return await retry_async(
-                    attempt,
-                    attempts=self.attempts,
-                    backoff=self.backoff,
-                    retry_on=(),
-                    retry_if=is_transient,
-                )
-            except Exception as exc:
-                failures.append((model, tries, exc))
-                if i + 1 < len(models):
-                    log.warning(
-                        "model %s failed (%s); falling back to %s",
-                        model,
-                        self._describe(exc),
-                        models[i + 1],
-                    )
-        summary = "; ".join(
-            f"{m} ({n} attempt{'s' if n != 1 else ''}): {self._describe(e)}" for m, n, e in failures
-        )
-        hint = next(
-            (
-                f". Check {' or '.join(credential_env_vars(m)) or 'the API key'}"
-                f" (or the api_key given) for {m}"
-                for m, _, e in failures
-                if is_auth_error(e)
-            ),
-            "",
-        )
-        raise ProviderError(f"model call failed: {summary}{hint}") from failures[-1][2]
 
     def _describe(self, exc: BaseException) -> str:
         """The error for messages and logs: the api key masked, then every secret the redactor
@@ -275,3 +341,24 @@ class LiteLLMProvider(ModelProvider):
 
     def _cache_key(self, request: ModelRequest) -> str | None:
         return self.cache.key(self._models_for(request), request, self._temperature(request))
+
+
+async def _first_content(response: Any, acc: StreamAccumulator) -> str:
+    """Read a stream up to its first text (or the start of a tool call, or its end): the role
+    chunk that opens every stream says nothing, and a stream cut right after it is a failed
+    attempt like any other, retried."""
+    while not acc.started:
+        chunk = await anext(response, None)
+        if chunk is None:
+            return ""
+        if delta := acc.add(chunk):
+            return delta
+    return ""
+
+
+async def _close(response: Any) -> None:
+    """Hand a stream's connection back (also one abandoned half-way)."""
+    close = getattr(response, "aclose", None)
+    if close is not None:
+        with contextlib.suppress(Exception):
+            await close()

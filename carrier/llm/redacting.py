@@ -11,10 +11,11 @@ every provider it hands to a runtime.
 from __future__ import annotations
 
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from carrier.llm.base import ModelProvider, ModelRequest, ModelResult
+from carrier.llm.failures import StreamInterrupted
 from carrier.safety.redact import Redactor, current_redactor
 
 __all__ = ["RedactingProvider", "redacting"]
@@ -51,6 +52,10 @@ class RedactingProvider(ModelProvider):
         return self.inner.offline
 
     @property
+    def deadline(self) -> float | None:  # type: ignore[override]
+        return self.inner.deadline
+
+    @property
     def redactor(self) -> Redactor:
         return self._redactor or current_redactor()
 
@@ -58,13 +63,25 @@ class RedactingProvider(ModelProvider):
         return self._clean(await self.inner.generate(request), where=WHERE)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[str]:
+        async for piece in self._redacted(lambda: self.inner.stream(request)):
+            yield piece
+
+    async def _redacted(self, open_: Callable[[], AsyncIterator[str]]) -> AsyncIterator[str]:
         self.last_result = None
         redactor = self.redactor
         pieces = redactor.stream(where=WHERE)
-        async for piece in self.inner.stream(request):
-            out = pieces.feed(piece)
-            if out:
-                yield out
+        try:
+            async for piece in open_():
+                out = pieces.feed(piece)
+                if out:
+                    yield out
+        except StreamInterrupted as exc:
+            # What the redactor held back never went out; a resumed stream starts afresh,
+            # through a redactor of its own.
+            resume = exc.resume
+            if resume is not None:
+                exc.resume = lambda: self._redacted(resume)
+            raise
         rest = pieces.finish()
         if rest:
             yield rest
@@ -73,6 +90,9 @@ class RedactingProvider(ModelProvider):
         self.last_result = (
             None if result is None else self._clean(result, where=None, calls_where=WHERE)
         )
+
+    async def prepare(self) -> None:
+        await self.inner.prepare()
 
     async def supports_vision(self) -> bool:
         return await self.inner.supports_vision()

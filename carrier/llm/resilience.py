@@ -60,6 +60,11 @@ class Backoff:
         await self._sleep(seconds)
         return seconds
 
+    async def pause(self, seconds: float) -> None:
+        """Sleep ``seconds`` with this backoff's sleep (a wait chosen by the caller: a delay cut
+        short by a deadline, a server's ``Retry-After``)."""
+        await self._sleep(seconds)
+
 
 async def retry_async(
     fn: Callable[[], Awaitable[T]],
@@ -142,6 +147,13 @@ class CircuitBreaker:
         """Consecutive failures counted so far."""
         return self._failures
 
+    @property
+    def retry_in(self) -> float:
+        """Seconds until an open breaker lets a trial call through (0 when it would now)."""
+        if self.state is not BreakerState.OPEN:
+            return 0.0
+        return max(0.0, self.cooldown - (self._clock() - self._opened_at))
+
     def before_call(self) -> None:
         """Admit a call or raise ``ProviderUnavailable``."""
         state = self.state
@@ -150,10 +162,9 @@ class CircuitBreaker:
         if state is BreakerState.HALF_OPEN and not self._trial_in_flight:
             self._trial_in_flight = True
             return
-        retry_in = max(0.0, self.cooldown - (self._clock() - self._opened_at))
         raise ProviderUnavailable(
             f"{self.name} is unavailable after {self._failures} consecutive failures; "
-            f"calls are paused (circuit open), next try in {retry_in:.0f}s"
+            f"calls are paused (circuit open), next try in {self.retry_in:.0f}s"
         )
 
     def record_success(self) -> None:

@@ -2,11 +2,13 @@
 
 Serves ``POST /v1/chat/completions`` as JSON or, with ``"stream": true``, as server-sent events
 (``data: {...}`` chunks, a usage chunk when asked, ``data: [DONE]``). Replies are scripted with
-:meth:`FakeOpenAIServer.queue`; models named in ``failing_models`` always answer 500.
+:meth:`FakeOpenAIServer.queue`; models named in ``failing_models`` always answer 500. For a
+seeded mix of faults, see ``tests/faults/fault_server.py``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -24,6 +26,10 @@ class Reply:
     completion_tokens: int = 6
     break_after: int | None = None
     """Streaming only: send this many content chunks, then a broken event and hang up."""
+    empty_choices: bool = False
+    """JSON only: a 200 whose ``choices`` list is empty."""
+    delay: float = 0.0
+    """Seconds to wait before answering (longer than the client's timeout: a hang)."""
 
 
 @dataclass
@@ -62,6 +68,11 @@ class FakeOpenAIServer:
                 pass
 
             def do_POST(self) -> None:
+                # A client that gave up waiting (its timeout) has nothing left to answer.
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                    self._post()
+
+            def _post(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
                 server.requests.append(Received(body, self.headers.get("Authorization")))
@@ -69,6 +80,8 @@ class FakeOpenAIServer:
                     self._json(404, {"error": {"message": "not found", "type": "not_found"}})
                     return
                 reply = server.next_reply(str(body.get("model")))
+                if reply.delay:
+                    time.sleep(reply.delay)
                 if reply.status != 200:
                     kind = "invalid_api_key" if reply.status == 401 else "server_error"
                     message = f"scripted {reply.status}"
@@ -79,6 +92,8 @@ class FakeOpenAIServer:
                     self._json(reply.status, {"error": error})
                 elif body.get("stream"):
                     self._stream(body, reply)
+                elif reply.empty_choices:
+                    self._json(200, {**_completion(body, reply), "choices": []})
                 else:
                     self._json(200, _completion(body, reply))
 

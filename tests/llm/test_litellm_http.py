@@ -6,6 +6,7 @@ import pytest
 
 from carrier.errors import ProviderError
 from carrier.llm.base import ChatMessage, ModelRequest
+from carrier.llm.failures import ModelFailure, StreamInterrupted
 from carrier.llm.litellm_provider import LiteLLMProvider
 from carrier.llm.resilience import Backoff, BreakerState
 from tests.llm.openai_server import FakeOpenAIServer, Reply
@@ -123,10 +124,12 @@ async def test_all_models_failing_names_them(
         attempts=1,
         backoff=no_wait_backoff,
     )
-    with pytest.raises(ProviderError) as info:
+    with pytest.raises(ModelFailure) as info:
         await provider.generate(_request())
-    assert "openai/primary (1 attempt)" in str(info.value)
-    assert "openai/backup (1 attempt)" in str(info.value)
+    assert (
+        str(info.value)
+        == "model call failed after 2 attempts: openai/primary: 500; openai/backup: 500"
+    )
 
 
 async def test_auth_error_is_not_retried_and_key_is_hidden(
@@ -139,24 +142,44 @@ async def test_auth_error_is_not_retried_and_key_is_hidden(
     assert len(openai_server.requests) == 1
     assert sleeps == []
     message = str(info.value)
-    assert "AuthenticationError" in message
+    assert "openai/test-model: authentication failed" in message
+    assert "Error" not in message  # no exception names: the reason is read by people
     assert "sk-very-secret-key" not in message
     assert "OPENAI_API_KEY" in message
 
 
 @litellm_stream_warning
-async def test_stream_broken_mid_way_is_not_retried(
+async def test_stream_broken_mid_way_can_resume_with_the_next_attempt(
     openai_server: FakeOpenAIServer, no_wait_backoff: Backoff
 ) -> None:
-    openai_server.queue(Reply(text="alpha beta gamma delta", break_after=2))
+    openai_server.queue(
+        Reply(text="alpha beta gamma delta", break_after=2), Reply(text="one more time")
+    )
     provider = _provider(openai_server, no_wait_backoff)
     received: list[str] = []
-    with pytest.raises(ProviderError, match="while streaming"):
+    with pytest.raises(StreamInterrupted) as info:
         async for delta in provider.stream(_request()):
             received.append(delta)
-    assert received == ["alpha ", "beta "]
+    assert received == ["alpha ", "beta "]  # the text that went out is not taken back
     assert len(openai_server.requests) == 1
     assert provider.last_result is None
+    assert "openai/test-model: malformed answer: not JSON" in str(info.value)  # a broken event
+    # A consumer that has not used the text carries on with the same plan.
+    assert info.value.resume is not None
+    assert "".join([d async for d in info.value.resume()]) == "one more time"
+    assert len(openai_server.requests) == 2
+    assert provider.last_result is not None and provider.last_result.text == "one more time"
+
+
+@litellm_stream_warning
+async def test_stream_cut_after_the_role_chunk_is_retried(
+    openai_server: FakeOpenAIServer, no_wait_backoff: Backoff
+) -> None:
+    # The first chunk of every stream carries only the role: a cut there is before any text.
+    openai_server.queue(Reply(text="never seen", break_after=0), Reply(text="second stream"))
+    provider = _provider(openai_server, no_wait_backoff)
+    assert "".join([d async for d in provider.stream(_request())]) == "second stream"
+    assert len(openai_server.requests) == 2
 
 
 async def test_local_endpoint_without_a_key(

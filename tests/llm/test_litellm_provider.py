@@ -8,6 +8,7 @@ import pytest
 
 from carrier.errors import ProviderError, ProviderUnavailable
 from carrier.llm.base import ChatMessage, ModelRequest
+from carrier.llm.failures import CircuitOpen, ModelFailure
 from carrier.llm.litellm_provider import LiteLLMProvider, load_litellm
 from carrier.llm.resilience import Backoff, BreakerState, CircuitBreaker
 
@@ -82,11 +83,12 @@ async def test_transient_errors_are_retried_with_backoff(
     no_wait_backoff: Backoff, sleeps: list[float]
 ) -> None:
     provider = _provider(no_wait_backoff, "litellm.RateLimitError", attempts=3)
-    with pytest.raises(ProviderError) as info:
+    with pytest.raises(ModelFailure) as info:
         await provider.generate(_request())
-    assert type(info.value) is ProviderError
     message = str(info.value)
-    assert MODEL in message and "3 attempts" in message and "RateLimitError" in message
+    assert message == f"model call failed after 3 attempts: {MODEL}: " + ", ".join(
+        ["429 rate limited"] * 3
+    )
     assert sleeps == [0.5, 1.0]
 
 
@@ -94,7 +96,7 @@ async def test_generic_exception_mock_is_a_transient_server_error(
     no_wait_backoff: Backoff, sleeps: list[float]
 ) -> None:
     provider = _provider(no_wait_backoff, Exception("upstream exploded"), attempts=2)
-    with pytest.raises(ProviderError, match="upstream exploded"):
+    with pytest.raises(ModelFailure, match=f"2 attempts: {MODEL}: 500, 500$"):
         await provider.generate(_request())
     assert len(sleeps) == 1
 
@@ -124,7 +126,7 @@ async def test_auth_error_is_not_retried_and_hides_the_key(
     with pytest.raises(ProviderError) as info:
         await provider.generate(_request())
     message = str(info.value)
-    assert "(1 attempt)" in message
+    assert "after 1 attempt: openai/gpt-4o-mini: authentication failed" in message
     assert "OPENAI_API_KEY" in message
     assert "sk-secret-123456" not in message
     assert sleeps == []
@@ -137,11 +139,12 @@ async def test_breaker_opens_after_repeated_failures(no_wait_backoff: Backoff) -
         no_wait_backoff, "litellm.InternalServerError", attempts=1, breaker=breaker
     )
     for _ in range(2):
-        with pytest.raises(ProviderError) as info:
+        with pytest.raises(ModelFailure) as info:
             await provider.generate(_request())
-        assert type(info.value) is ProviderError
-    with pytest.raises(ProviderUnavailable, match="circuit open"):
+        assert not isinstance(info.value, ProviderUnavailable)
+    with pytest.raises(ProviderUnavailable, match="circuit open") as open_:
         await provider.generate(_request())
+    assert isinstance(open_.value, CircuitOpen) and open_.value.retry_after == 60
     with pytest.raises(ProviderUnavailable):
         async for _ in provider.stream(_request()):
             pass
