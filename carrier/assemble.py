@@ -125,6 +125,8 @@ def choose_model(
                 api_key=api_key,
                 temperature=ms.temperature,
                 max_tokens=ms.max_tokens,
+                timeout=ms.timeout or settings.model_timeout,
+                deadline=ms.deadline or settings.turn_deadline,
             )
             note = None
             if wanted and model != wanted:

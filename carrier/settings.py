@@ -45,6 +45,13 @@ class Settings(BaseSettings):
     """Default litellm model string (e.g. ``openai/gpt-4o-mini``) for characters that name none."""
     api_base: str | None = None
     """Base URL of an OpenAI-compatible endpoint (a local server, a proxy) used with ``model``."""
+    model_timeout: float = Field(default=20.0, gt=0, le=600)
+    """Seconds one model call attempt may take before it is abandoned (and retried, or handed to
+    a fallback model). A character's ``settings.modelTimeout`` overrides it."""
+    turn_deadline: float = Field(default=45.0, gt=0, le=3600)
+    """Seconds a turn's model calls may take in all, retries and fallbacks included; then the
+    turn ends failed and the person reads a short apology. A character's
+    ``settings.turnDeadline`` overrides it."""
     admin_token: SecretStr | None = None
     """The API's admin bearer token, at least :data:`ADMIN_TOKEN_MIN` characters. Unset: a local
     token is minted into the data dir (:mod:`carrier.local_token`) and the API binds to

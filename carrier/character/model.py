@@ -49,6 +49,10 @@ class ModelSettings:
     max_tokens: int | None = None
     model_provider: str | None = None
     """The ElizaOS ``modelProvider`` (``openai``, ``anthropic``, ...), when given."""
+    timeout: float | None = None
+    """Seconds one attempt may take (``settings.modelTimeout``)."""
+    deadline: float | None = None
+    """Seconds a turn's model calls may take in all (``settings.turnDeadline``)."""
 
 
 class Character(ElizaModel):
@@ -126,8 +130,8 @@ class Character(ElizaModel):
 
     @property
     def model_settings(self) -> ModelSettings:
-        """Model, fallbacks, temperature and max tokens from ``settings`` (ElizaOS v1
-        ``settings.modelConfig.temperature`` / ``maxOutputTokens`` are read too)."""
+        """Model, fallbacks, temperature, max tokens, timeout and deadline from ``settings``
+        (ElizaOS v1 ``settings.modelConfig.temperature`` / ``maxOutputTokens`` are read too)."""
         s = self.settings
         extra = s.model_extra or {}
         config = extra.get("modelConfig") or extra.get("model_config") or {}
@@ -142,6 +146,8 @@ class Character(ElizaModel):
             temperature=temperature,
             max_tokens=max_tokens,
             model_provider=self.model_provider or None,
+            timeout=s.model_timeout,
+            deadline=s.turn_deadline,
         )
 
     def secret_refs(self) -> dict[str, SecretRef]:

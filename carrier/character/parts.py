@@ -227,6 +227,12 @@ class CharacterSettings(ElizaModel):
     """Models to try, in order, when ``model`` fails."""
     temperature: float | None = None
     max_tokens: int | None = None
+    model_timeout: float | None = Field(default=None, gt=0, le=600)
+    """Seconds one model call attempt may take (``modelTimeout``; else
+    ``CARRIER_MODEL_TIMEOUT``)."""
+    turn_deadline: float | None = Field(default=None, gt=0, le=3600)
+    """Seconds a turn's model calls may take in all, retries and fallbacks included
+    (``turnDeadline``; else ``CARRIER_TURN_DEADLINE``)."""
     secrets: dict[str, SecretValue] = Field(default_factory=dict)
     """Named secrets as environment references (ElizaOS v0.1.x place)."""
     voice: dict[str, Any] | None = None
