@@ -21,6 +21,7 @@ from carrier.builtin.evaluators import FactExtractor
 from carrier.builtin.memory_actions import memory_plugin
 from carrier.builtin.providers import builtin_providers
 from carrier.llm.base import ChatMessage, ModelProvider, ModelRequest
+from carrier.llm.deadline import model_deadline
 from carrier.llm.parse import ParsedResponse, format_instructions, parse_response
 from carrier.memory.base import Store
 from carrier.memory.embedder import Embedder
@@ -271,19 +272,24 @@ class AgentRuntime:
                     await self.store.set_memory_status(inbound.id, MemoryStatus.SUPERSEDED)
                     return self._result(turn)
                 try:
-                    for stage in self.stages:
+                    # One deadline for every model call of the turn, from here: the answer, its
+                    # repair, the answer after tools, the evaluators' (carrier.llm.deadline).
+                    with model_deadline(self.model.deadline):
+                        for stage in self.stages:
+                            started = time.perf_counter()
+                            await stage.process(turn)
+                            timings[stage.name] = _ms_since(started)
+                            if turn.ended:
+                                break
                         started = time.perf_counter()
-                        await stage.process(turn)
-                        timings[stage.name] = _ms_since(started)
-                        if turn.ended:
-                            break
-                    started = time.perf_counter()
-                    await self.closer.process(turn)
-                    timings[self.closer.name] = _ms_since(started)
-                    # Last, so that the hooks see the whole turn (its timings included).
-                    await run_hooks(
-                        self.registry.hooks_for(HookPoint.ON_TURN_END), HookPoint.ON_TURN_END, turn
-                    )
+                        await self.closer.process(turn)
+                        timings[self.closer.name] = _ms_since(started)
+                        # Last, so that the hooks see the whole turn (its timings included).
+                        await run_hooks(
+                            self.registry.hooks_for(HookPoint.ON_TURN_END),
+                            HookPoint.ON_TURN_END,
+                            turn,
+                        )
                 except Exception as exc:
                     log.exception("%s: turn failed for message %s", self.character.name, inbound.id)
                     await self.store.set_memory_status(

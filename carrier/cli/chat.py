@@ -1,4 +1,8 @@
-"""``carrier chat``: talk to a persona in the terminal, interactively or from piped input."""
+"""``carrier chat``: talk to a persona in the terminal, interactively or from piped input.
+
+One bad turn never ends the chat: a message the model could not answer (after its retries and
+fallbacks, or at the turn deadline) gets one line on stderr saying why, and the next line is
+read. Piped input is read to its end."""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ import asyncio
 import getpass
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -15,7 +20,9 @@ from carrier.cli._common import err, load_or_exit, quiet_ml, setup_logging
 
 if TYPE_CHECKING:
     from carrier.character import Character
+    from carrier.runtime import AgentRuntime
     from carrier.settings import Settings
+    from carrier.types import Message
 
 __all__ = ["chat"]
 
@@ -28,7 +35,11 @@ def chat(
         bool, typer.Option(help="Also print the agent's private reasoning.")
     ] = False,
 ) -> None:
-    """Talk to a persona in the terminal (reads piped stdin too). Memory persists across runs."""
+    """Talk to a persona in the terminal (reads piped stdin too). Memory persists across runs.
+
+    A message the model cannot answer (it kept failing, or CARRIER_TURN_DEADLINE passed) gets one
+    line on stderr and the chat goes on. Exit status 0, or 1 when every message failed.
+    """
     quiet_ml()
     from carrier.datadir import private_data_dir
     from carrier.settings import load_settings
@@ -38,9 +49,14 @@ def chat(
     character = load_or_exit(character_path)
     name = user or os.environ.get("CARRIER_USER") or _login_name()
     try:
-        asyncio.run(_chat(character, settings, name, stream=stream, show_thought=show_thought))
+        tally = asyncio.run(
+            _chat(character, settings, name, stream=stream, show_thought=show_thought)
+        )
     except KeyboardInterrupt:
         err("")
+        return
+    if tally.turns and tally.failed == tally.turns:
+        raise typer.Exit(1)
 
 
 def _login_name() -> str:
@@ -50,9 +66,15 @@ def _login_name() -> str:
         return "user"
 
 
+@dataclass
+class _Tally:
+    turns: int = 0
+    failed: int = 0
+
+
 async def _chat(
     character: Character, settings: Settings, user: str, *, stream: bool, show_thought: bool
-) -> None:
+) -> _Tally:
     from carrier.assemble import (
         build_runtime,
         default_embedder,
@@ -64,6 +86,7 @@ async def _chat(
     from carrier.types import Author, Channel, Message, RoomKind
 
     interactive = sys.stdin.isatty()
+    tally = _Tally()
     store = await open_store(settings)
     try:
         embedder = default_embedder()
@@ -79,6 +102,7 @@ async def _chat(
             await load_embedder(embedder)
         with working(f"starting {character.name}"):
             await runtime.start()
+            await runtime.model.prepare()  # not in the first turn's deadline
         author = Author(platform_id=user, name=user)
         channel = Channel(platform_id=f"terminal:{user}", name="terminal", kind=RoomKind.CLI)
         loop = asyncio.get_running_loop()
@@ -95,36 +119,73 @@ async def _chat(
             if interactive and text in ("/quit", "/exit"):
                 break
             message = Message(platform="cli", author=author, channel=channel, text=text)
-            typer.echo(f"{character.name}: ", nl=False)
-            streamed: list[str] = []
-
-            async def show(piece: str, _streamed: list[str] = streamed) -> None:
-                _streamed.append(piece)
-                sys.stdout.write(piece)
-                sys.stdout.flush()
-
-            result = await runtime.handle(message, on_chunk=show if stream else None)
-            shown = "".join(streamed)
-            if not result.replies:
-                typer.echo(f"({result.reason or 'no reply'})" if not shown else "")
-            else:
-                first = result.replies[0].content.text
-                rest = [m.content.text for m in result.replies[1:]]
-                if shown.strip() != first.strip():
-                    # A hook changed the text, or the model did not stream: print the stored reply.
-                    if shown:
-                        typer.echo("")
-                        typer.echo(f"{character.name}: ", nl=False)
-                    typer.echo(first)
-                else:
-                    typer.echo("")
-                for text_part in rest:
-                    typer.echo(f"{character.name}: {text_part}")
-            if show_thought and result.thought:
-                typer.echo(f"  (thought: {result.thought})")
+            tally.turns += 1
+            if not await _turn(
+                runtime, message, character.name, stream=stream, show_thought=show_thought
+            ):
+                tally.failed += 1
         await runtime.stop()
     finally:
         await store.close()
+    return tally
+
+
+async def _turn(
+    runtime: AgentRuntime, message: Message, name: str, *, stream: bool, show_thought: bool
+) -> bool:
+    """One message: the reply on stdout (streamed as it is written), or one line on stderr
+    saying why there is none. False when the turn failed."""
+    from carrier.types import MemoryStatus
+
+    streamed: list[str] = []
+
+    async def show(piece: str) -> None:
+        if not streamed:
+            sys.stdout.write(f"{name}: ")
+        streamed.append(piece)
+        sys.stdout.write(piece)
+        sys.stdout.flush()
+
+    try:
+        result = await runtime.handle(message, on_chunk=show if stream else None)
+    except Exception as exc:  # the turn is lost, the chat is not
+        if streamed:
+            typer.echo("")
+        err(f"carrier: no answer this time: {_explain(exc)}")
+        return False
+    shown = "".join(streamed)
+    if result.status is MemoryStatus.FAILED:
+        if shown:
+            typer.echo("")
+        err(f"carrier: no answer this time: {result.reason or 'the turn failed'}")
+        return False
+    if not result.replies:
+        typer.echo("" if shown else f"{name}: ({result.reason or 'no reply'})")
+    else:
+        first = result.replies[0].content.text
+        if not shown:
+            typer.echo(f"{name}: {first}")
+        elif shown.strip() != first.strip():
+            # A hook changed the text after it streamed: print the stored reply.
+            typer.echo("")
+            typer.echo(f"{name}: {first}")
+        else:
+            typer.echo("")
+        for reply in result.replies[1:]:
+            typer.echo(f"{name}: {reply.content.text}")
+    if show_thought and result.thought:
+        typer.echo(f"  (thought: {result.thought})")
+    return True
+
+
+def _explain(exc: BaseException) -> str:
+    """A failure in a few words, no exception names: Carrier's errors say what happened; any
+    other is a bug, whose traceback the log has just shown."""
+    from carrier.errors import CarrierError
+
+    if isinstance(exc, CarrierError):
+        return str(exc).splitlines()[0] if str(exc) else "the turn failed"
+    return "an unexpected error (the log above has the details)"
 
 
 def _prompt(label: str) -> str | None:

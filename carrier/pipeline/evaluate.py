@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 
+from carrier.errors import ProviderError
 from carrier.pipeline.base import Turn
 from carrier.types import Memory, MemoryKind, MemoryStatus, stable_id
 
@@ -31,6 +32,10 @@ class EvaluatorStage:
                 if await evaluator.validate(turn):
                     await evaluator.handler(turn)
                     ran.append(evaluator.name)
+            except ProviderError as exc:
+                # No answer from the model (it kept failing, or the turn's deadline passed): not
+                # a bug, and the reply stands.
+                log.info("evaluator %s had no answer from the model: %s", evaluator.name, exc)
             except Exception:
                 # The reply is already decided; a failing evaluator must not cost it.
                 log.exception("evaluator %s failed; the turn goes on", evaluator.name)
@@ -62,6 +67,8 @@ class EvaluatorStage:
                     content.thought = turn.response.thought
                 content.metadata["usage"] = turn.usage.model_dump()
                 content.metadata["model"] = turn.trace.get("generate", {}).get("model")
+                if turn.trace.get("generate", {}).get("cut"):
+                    content.metadata["cut"] = True  # the stream broke; the text says so too
             memory = Memory(
                 # Derived from the inbound id: a re-run turn records its reply once.
                 id=stable_id(turn.inbound.id, "reply", str(i)),

@@ -1,13 +1,23 @@
 """Stage 3, generation: render the prompt, call the model (streaming where the client can), parse
-the structured response, and repair it once if the model's output was malformed."""
+the structured response, and repair it once if the model's output was malformed.
+
+The model's retries, fallbacks and deadline are the provider's; what reaches the person is this
+stage's: a stream that breaks before any reply text went out carries on (the provider resumes
+its plan), one that breaks after ends the reply there with :data:`CUT_MARKER`, and a model that
+gives no usable answer ends the turn ``failed`` with the reason, the client showing
+:data:`FAILURE_NOTICE` (see :func:`failure_of`)."""
 
 from __future__ import annotations
 
 import logging
 import re
-from typing import Any
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
 
+from carrier.errors import ProviderError
 from carrier.llm.base import ChatMessage, ModelRequest, ModelResult
+from carrier.llm.failures import CUT_MARKER, FAILURE_CODE, FAILURE_NOTICE, StreamInterrupted
 from carrier.llm.parse import (
     ParsedResponse,
     closing_tag,
@@ -20,7 +30,7 @@ from carrier.prompts import prompt_messages, template_for
 from carrier.types import MemoryKind, MemoryStatus
 from carrier.untrusted import unescape
 
-__all__ = ["Generator", "TextStreamExtractor", "offered_tools"]
+__all__ = ["FailureNotice", "Generator", "TextStreamExtractor", "failure_of", "offered_tools"]
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +106,47 @@ class TextStreamExtractor:
         return out
 
 
+@dataclass(frozen=True, slots=True)
+class FailureNotice:
+    """A turn the model could not answer, as a client shows it."""
+
+    notice: str
+    """What to show the person: :data:`FAILURE_NOTICE`."""
+    code: str
+    """The API's error code: :data:`FAILURE_CODE`."""
+    retry_after: float | None
+    """Seconds the model's provider asked callers to wait, when it said."""
+
+
+class _Outcome(Protocol):
+    status: MemoryStatus
+    trace: dict[str, Any]
+
+
+def failure_of(result: _Outcome) -> FailureNotice | None:
+    """What to show for a turn (a ``TurnResult``) the model gave no usable answer: the notice,
+    its code and retry-after. None for a turn that answered, or ended for another reason."""
+    found = result.trace.get("failure")
+    if result.status is not MemoryStatus.FAILED or not isinstance(found, dict):
+        return None
+    return FailureNotice(
+        notice=str(found.get("notice") or FAILURE_NOTICE),
+        code=str(found.get("code") or FAILURE_CODE),
+        retry_after=found.get("retry_after"),
+    )
+
+
+def mark_failed(turn: Turn, reason: str, *, retry_after: float | None = None) -> None:
+    """End ``turn`` failed with ``reason`` (the operator's) and record the notice a client shows
+    instead of a reply."""
+    turn.end(reason, status=MemoryStatus.FAILED)
+    turn.trace["failure"] = {
+        "code": FAILURE_CODE,
+        "notice": FAILURE_NOTICE,
+        "retry_after": retry_after,
+    }
+
+
 def offered_tools(turn: Turn) -> list[dict[str, Any]]:
     """OpenAI-format definitions of the tool actions available in this turn."""
     names = set(turn.state.actions) if turn.state is not None else set()
@@ -158,6 +209,8 @@ class Generator:
         # With tools on offer the first answer may be a tool call, not text: don't stream it.
         stream = turn.on_chunk is not None and not tools
         result, parsed = await self.complete(turn, request, stream=stream)
+        if turn.ended:  # the model gave no usable answer; the reason is recorded
+            return
         turn.response = parsed
         turn.tool_calls = list(result.tool_calls)
         turn.offline = result.offline
@@ -170,31 +223,40 @@ class Generator:
             "actions": parsed.actions,
             "repaired": turn.trace.get("repaired", False),
             "streamed": stream,
+            "cut": bool(turn.trace.get("cut")),
             "tool_calls": [
                 {"name": c.get("name"), "arguments": c.get("arguments")} for c in result.tool_calls
             ],
         }
         if not parsed.ok:
-            turn.end(
-                f"the model's answer could not be understood: {parsed.problem}",
-                status=MemoryStatus.FAILED,
-            )
+            mark_failed(turn, f"the model's answer could not be understood: {parsed.problem}")
 
     async def complete(
         self, turn: Turn, request: ModelRequest, *, stream: bool
     ) -> tuple[ModelResult, ParsedResponse]:
-        """One model call (streamed to the client if asked) and, if malformed, one repair retry."""
+        """One model call (streamed to the client if asked) and, if malformed, one repair retry.
+
+        When the model gives no usable answer the turn ends failed (:func:`mark_failed`) and an
+        empty, not-ok answer comes back."""
+        try:
+            return await self._complete(turn, request, stream=stream)
+        except ProviderError as exc:
+            reason = str(exc)
+            log.info("%s: no answer from the model: %s", turn.runtime.character.name, reason)
+            mark_failed(turn, reason, retry_after=getattr(exc, "retry_after", None))
+            return (
+                ModelResult(text="", model=str(getattr(turn.runtime.model, "model", "model"))),
+                ParsedResponse(ok=False, problem=reason),
+            )
+
+    async def _complete(
+        self, turn: Turn, request: ModelRequest, *, stream: bool
+    ) -> tuple[ModelResult, ParsedResponse]:
         rt = turn.runtime
         if stream and turn.on_chunk is not None:
-            extractor = TextStreamExtractor()
-            pieces: list[str] = []
-            async for piece in rt.model.stream(request):
-                pieces.append(piece)
-                out = extractor.feed(piece)
-                if out:
-                    await turn.on_chunk(out)
-            result = rt.model.last_result or ModelResult(text="".join(pieces), model=rt.model.name)
-            turn.trace["streamed_text"] = extractor.text
+            result, cut = await self._stream(turn, request)
+            if cut is not None:
+                return result, cut
         else:
             result = await rt.model.generate(request)
         turn.usage.add(result.usage)
@@ -220,6 +282,50 @@ class Generator:
         turn.usage.add(result.usage)
         turn.raw_response = result.text
         return result, parse_response(result.text)
+
+    @staticmethod
+    async def _stream(
+        turn: Turn, request: ModelRequest
+    ) -> tuple[ModelResult, ParsedResponse | None]:
+        """Stream the answer, its reply text to the client as it comes. Returns the result, and
+        the answer already decided when the stream broke after reply text went out."""
+        rt = turn.runtime
+        assert turn.on_chunk is not None
+        source: Callable[[], AsyncIterator[str]] = lambda: rt.model.stream(request)  # noqa: E731
+        while True:
+            extractor = TextStreamExtractor()
+            pieces: list[str] = []
+            try:
+                async for piece in source():
+                    pieces.append(piece)
+                    out = extractor.feed(piece)
+                    if out:
+                        await turn.on_chunk(out)
+            except StreamInterrupted as exc:
+                if not extractor.text and exc.resume is not None:
+                    # Only the model's private part was read: carry on with the provider's
+                    # retries and fallbacks, as a JSON call would.
+                    log.info("stream broke before the reply began (%s); carrying on", exc)
+                    source = exc.resume
+                    continue
+                if not extractor.text:
+                    raise
+                # Part of the reply is out: a retry would say it again. End it there, marked.
+                log.info("stream broke mid-reply (%s); the reply ends where it was cut", exc)
+                marker = CUT_MARKER.lstrip() if extractor.text[-1:].isspace() else CUT_MARKER
+                await turn.on_chunk(marker)
+                text = extractor.text + marker  # what the client has now, stored as it is
+                raw = "".join(pieces)
+                turn.raw_response = raw
+                turn.trace["streamed_text"] = text
+                turn.trace["cut"] = str(exc)
+                model = str(getattr(rt.model, "model", rt.model.name))
+                partial = parse_response(raw)
+                answer = ParsedResponse(thought=partial.thought, text=text, actions=["REPLY"])
+                return ModelResult(text=raw, model=model), answer
+            result = rt.model.last_result or ModelResult(text="".join(pieces), model=rt.model.name)
+            turn.trace["streamed_text"] = extractor.text
+            return result, None
 
     @staticmethod
     async def _content(turn: Turn, prompt: str) -> str | list[dict[str, Any]]:

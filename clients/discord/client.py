@@ -21,6 +21,7 @@ from discord import app_commands
 
 from carrier.clients import Client, ClientUnavailable
 from carrier.jobs.model import Job
+from carrier.pipeline.generate import failure_of
 from clients.discord.approval import ApprovalDesk
 from clients.discord.commands import SlashHandler, add_commands
 from clients.discord.config import DiscordConfig, DiscordPolicy, parse_config
@@ -318,6 +319,13 @@ class DiscordClient(Client):
             result = await self.runtime.handle(inbound, on_chunk=on_chunk)
         finally:
             await typing.stop()
+        failure = failure_of(result)
+        if failure is not None:
+            # No answer from the model: whoever it was answering reads the apology (not stored,
+            # not in the persona's voice); the reason is the message's.
+            if show_typing:
+                self.stats.sent += len(await send_reply(message, failure.notice, policy))
+            return
         as_reply = True
         for reply in result.replies:
             sent = await send_reply(message, reply.content.text, policy, as_reply=as_reply)

@@ -14,6 +14,7 @@ import discord
 from discord import app_commands
 
 from carrier.errors import ConfigError
+from carrier.pipeline.generate import failure_of
 from carrier.types import Message, RoomState
 from clients.discord.convert import PLATFORM, author_of, channel_of, is_room_admin
 from clients.discord.policy import Verdict
@@ -113,6 +114,11 @@ class SlashHandler:
         )
         client.stats.turns += 1
         result = await client.runtime.handle(message)
+        failure = failure_of(result)
+        if failure is not None:  # no answer from the model: the apology, not the persona
+            await interaction.followup.send(failure.notice, allowed_mentions=_NO_PINGS)
+            client.stats.sent += 1
+            return
         parts = outgoing_parts(result.text, policy) or ["I don't have an answer to that right now."]
         mentions = allowed_mentions(policy, author=interaction.user.id)
         for part in parts:

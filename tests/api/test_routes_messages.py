@@ -105,11 +105,12 @@ async def test_message_streams_server_sent_events(client: httpx.AsyncClient) -> 
     assert json.loads(data)["reply"] == streamed == "Ahoy! You said: stream please"
 
 
-async def test_message_stream_reports_errors_as_an_event(
+async def test_message_model_failure_is_an_apology_and_a_failed_turn(
     make_manager, settings, api_settings, make_client
 ) -> None:
     from carrier.api import create_app
     from carrier.errors import ProviderError
+    from carrier.llm.failures import FAILURE_NOTICE
     from carrier.llm.fake import FunctionModel
 
     def fail(request: Any) -> str:
@@ -121,10 +122,19 @@ async def test_message_stream_reports_errors_as_an_event(
         response = await client.post(
             f"/{agent_id}/message", json={"text": "x"}, headers={"Accept": "text/event-stream"}
         )
-        assert sse_events(response.text)[-1][0] == "error"
-        assert "upstream timed out" in json.loads(sse_events(response.text)[-1][1])["message"]
+        # The person reads an apology, the operator the reason: error, then done.
+        (error, notice), (done, body) = sse_events(response.text)
+        assert (error, done) == ("error", "done")
+        assert json.loads(notice) == {
+            "error": "model_unavailable",
+            "message": FAILURE_NOTICE,
+            "problems": [],
+        }
+        assert json.loads(body)["status"] == "failed"
+        assert json.loads(body)["reason"] == "upstream timed out"
         plain = await client.post(f"/{agent_id}/message", json={"text": "x"})
-        assert plain.status_code == 502 and plain.json()["error"] == "provider_failed"
+        assert plain.status_code == 503 and plain.json()["error"] == "model_unavailable"
+        assert plain.json()["message"] == FAILURE_NOTICE and "Retry-After" not in plain.headers
         metrics = (await client.get("/metrics")).text
         assert 'carrier_errors_total{source="turn"} 2' in metrics
     await manager.close()

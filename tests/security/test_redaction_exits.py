@@ -253,8 +253,9 @@ async def test_redaction_api_base_credentials_never_show(
         set_redactor(previous)
     assert agent.json()["model"] == "openai/remote"
     assert health.json()["agents"][0]["model"] == "openai/remote"
-    assert failed.status_code == 502  # httpx refuses a URL's user info beside a key
-    assert "started Pilot" in caplog.text and "turn failed" in caplog.text
+    assert failed.status_code == 503  # httpx refuses a URL's user info beside a key
+    assert failed.json()["error"] == "model_unavailable"
+    assert "started Pilot" in caplog.text and "no answer from the model" in caplog.text
     assert "using openai/remote at http://carrier:***@127.0.0.1:9/v1" in caplog.text
     for shown in (agent.text, health.text, failed.text, caplog.text):
         assert BASE_PASSWORD not in shown and BASE_KEY not in shown

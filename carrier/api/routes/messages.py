@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
@@ -23,10 +24,18 @@ from carrier.api.bodies import (
 )
 from carrier.api.errors import ApiError, error_responses
 from carrier.api.routes.agents import AgentId
-from carrier.api.schemas import MessageIn, MessageOut, ProblemOut, ReplyOut, UsageOut
+from carrier.api.schemas import (
+    ErrorBody,
+    MessageIn,
+    MessageOut,
+    ProblemOut,
+    ReplyOut,
+    UsageOut,
+)
 from carrier.api.state import ApiState, api_state
 from carrier.api.uploads import upload_quota
 from carrier.errors import ProviderError
+from carrier.pipeline.generate import FailureNotice, failure_of
 from carrier.runtime import TurnResult
 from carrier.safety.redact import current_redactor
 from carrier.types import Attachment, Author, Channel, Message, RoomKind
@@ -60,8 +69,19 @@ _MESSAGE_BODY: dict[str, Any] = {
 _STREAM_DOC = (
     "With `Accept: text/event-stream` the reply streams as server-sent events: `event: chunk` "
     "(data: a JSON string, the next piece of text), then `event: done` (data: the JSON body "
-    "below), or `event: error` (data: an error body)."
+    "below), or `event: error` (data: an error body). When the model gives no usable answer "
+    "(after retries, fallbacks or at the turn deadline) a JSON call gets 503 `model_unavailable` "
+    "whose `message` is a short apology to show the person (`Retry-After` when the model said how "
+    "long to wait); a stream gets `event: error` with that body, then `event: done` (status "
+    "`failed`, the operator's `reason`)."
 )
+_UNAVAILABLE: dict[int | str, dict[str, Any]] = {
+    503: {
+        "model": ErrorBody,
+        "description": "The model gave no usable answer (`model_unavailable`): `message` is the "
+        "apology to show; retry after `Retry-After` seconds when given.",
+    }
+}
 
 
 @router.post(
@@ -72,6 +92,7 @@ _STREAM_DOC = (
     responses={
         200: {"content": {"text/event-stream": {"schema": {"type": "string"}}}},
         **error_responses(400, 403, 404, 409, 413, 415, 422, 502),
+        **_UNAVAILABLE,
     },
     openapi_extra=_MESSAGE_BODY,
 )
@@ -105,6 +126,10 @@ async def post_message(
     except Exception:
         state.metrics.error("turn")
         raise
+    failure = _failure(result)
+    if failure is not None:  # the person reads the apology; the reason is the message's
+        state.metrics.error("turn")
+        raise ApiError(503, failure.code, failure.notice, headers=_retry_after(failure))
     return _out(result, include_thought)
 
 
@@ -204,6 +229,17 @@ def _out(result: TurnResult, include_thought: bool) -> MessageOut:
     )
 
 
+def _failure(result: TurnResult) -> FailureNotice | None:
+    """What to show for a turn the model could not answer (None for any other turn)."""
+    return failure_of(result)
+
+
+def _retry_after(failure: FailureNotice) -> dict[str, str]:
+    if failure.retry_after is None:
+        return {}
+    return {"Retry-After": str(max(1, math.ceil(failure.retry_after)))}
+
+
 def _sse(event: str, data: str) -> str:
     return f"event: {event}\ndata: {data}\n\n"
 
@@ -237,6 +273,11 @@ def _stream(state: ApiState, handle: Any, message: Message, include_thought: boo
                 }
             await queue.put(("error", json.dumps(error)))
             return
+        failure = _failure(result)
+        if failure is not None:  # the apology as an error event, then the turn as done
+            state.metrics.error("turn")
+            body = ErrorBody(error=failure.code, message=failure.notice)
+            await queue.put(("notice", body.model_dump_json()))
         rest = pieces.finish()
         if rest:
             await queue.put(("chunk", json.dumps(rest)))
@@ -249,8 +290,8 @@ def _stream(state: ApiState, handle: Any, message: Message, include_thought: boo
     async def events() -> AsyncIterator[str]:
         while True:
             event, data = await queue.get()
-            yield _sse(event, data)
-            if event != "chunk":
+            yield _sse("error" if event == "notice" else event, data)
+            if event not in ("chunk", "notice"):
                 return
 
     headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
