@@ -142,7 +142,7 @@ def _explain(exc: BaseException, model: str, api_base: str | None) -> tuple[str,
     from carrier.llm._litellm import is_auth_error, litellm
 
     keys = " or ".join(credential_env_vars(model)) or "the provider's API key"
-    if isinstance(exc, TimeoutError):
+    if isinstance(exc, TimeoutError) or isinstance(exc.__cause__, TimeoutError):
         return (
             "no answer in time",
             f"check that {api_base or 'the provider'} is reachable from here",

@@ -188,8 +188,8 @@ def result_from_response(model: str, response: Any) -> ModelResult:
         tool_call(tc.id, tc.function.name, tc.function.arguments)
         for tc in (getattr(message, "tool_calls", None) or [])
     ]
-    if not text.strip() and not calls:
-        raise MalformedAnswer("no content")
+    if not text.strip() and not calls and getattr(choices[0], "finish_reason", None) != "length":
+        raise MalformedAnswer("no content")  # (cut by max_tokens is the caller's choice)
     usage = getattr(response, "usage", None)
     try:
         cost = float(litellm().completion_cost(completion_response=response) or 0.0)
@@ -217,6 +217,7 @@ class StreamAccumulator:
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self._tools: dict[int, dict[str, Any]] = {}
+        self.finish_reason: str | None = None
 
     def add(self, chunk: Any) -> str:
         """Take one chunk; return its text delta (``""`` if none)."""
@@ -227,6 +228,7 @@ class StreamAccumulator:
         choices = getattr(chunk, "choices", None) or []
         if not choices:
             return ""
+        self.finish_reason = getattr(choices[0], "finish_reason", None) or self.finish_reason
         delta = getattr(choices[0], "delta", None)
         if delta is None:
             return ""
@@ -251,7 +253,7 @@ class StreamAccumulator:
 
     def result(self) -> ModelResult:
         """The whole answer; :class:`MalformedAnswer` if the stream ended with nothing in it."""
-        if not self.started:
+        if not self.started and self.finish_reason != "length":
             raise MalformedAnswer("a stream with no content")
         try:
             prompt_cost, completion_cost = litellm().cost_per_token(

@@ -30,6 +30,7 @@ class Reply:
     """JSON only: a 200 whose ``choices`` list is empty."""
     delay: float = 0.0
     """Seconds to wait before answering (longer than the client's timeout: a hang)."""
+    finish_reason: str = "stop"
 
 
 @dataclass
@@ -170,7 +171,7 @@ def _completion(body: dict[str, Any], reply: Reply) -> dict[str, Any]:
             {
                 "index": 0,
                 "message": {"role": "assistant", "content": reply.text},
-                "finish_reason": "stop",
+                "finish_reason": reply.finish_reason,
             }
         ],
         "usage": _usage(reply),

@@ -66,6 +66,15 @@ async def test_empty_content_is_retried(openai_server: FakeOpenAIServer) -> None
     assert (await _on(openai_server).generate(_request())).text == "now with words"
 
 
+async def test_empty_content_cut_by_max_tokens_is_an_answer(
+    openai_server: FakeOpenAIServer,
+) -> None:
+    # The caller asked for few tokens (a one-token check): nothing to retry.
+    openai_server.queue(Reply(text="", finish_reason="length"))
+    assert (await _on(openai_server).generate(_request())).text == ""
+    assert len(openai_server.requests) == 1
+
+
 @pytest.mark.parametrize(
     ("fault", "label"),
     [
