@@ -37,8 +37,8 @@ def chat(
 ) -> None:
     """Talk to a persona in the terminal (reads piped stdin too). Memory persists across runs.
 
-    A message the model cannot answer (it kept failing, or CARRIER_TURN_DEADLINE passed) gets one
-    line on stderr and the chat goes on. Exit status 0, or 1 when every message failed.
+    A message the model cannot answer gets one line on stderr, and the chat goes on.
+    Exit status: 0, or 1 when every message failed.
     """
     quiet_ml()
     from carrier.datadir import private_data_dir

@@ -77,6 +77,8 @@ class FaultServer:
     """The reply text; each answer ends with `` #n``, n the request's number."""
     counts: Counter[tuple[str, str]] = field(default_factory=Counter)
     """(model, outcome) → requests served; outcome is ``ok`` or a fault name."""
+    streams: Counter[tuple[str, str]] = field(default_factory=Counter)
+    """The same, for streamed requests only."""
     _rng: random.Random = field(init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _served: int = 0
@@ -112,6 +114,8 @@ class FaultServer:
             pick = self._rng.randrange(len(kinds)) if kinds else 0
             outcome = kinds[pick] if kinds and roll < mix.rate else "ok"
             self.counts[(model, outcome)] += 1
+            if stream:
+                self.streams[(model, outcome)] += 1
         return number, outcome
 
     def start(self) -> None:
