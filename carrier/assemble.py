@@ -245,5 +245,6 @@ def build_runtime(
         summary_threshold=settings.summary_threshold,
         memory_tools=bool(_extra_setting(character, "memoryTools") or settings.memory_tools),
         ignore=[str(i) for i in ignore],
+        reply_recovery_s=settings.reply_recovery_seconds,
     )
     return runtime, choice

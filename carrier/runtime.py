@@ -25,6 +25,7 @@ from carrier.llm.deadline import model_deadline
 from carrier.llm.parse import ParsedResponse, format_instructions, parse_response
 from carrier.memory.base import Store
 from carrier.memory.embedder import Embedder
+from carrier.outbox import RECOVERY_SECONDS, Outbox
 from carrier.pipeline.actions import ActionManager
 from carrier.pipeline.base import ChunkCallback, HookPoint, Stage, Turn, run_hooks
 from carrier.pipeline.evaluate import EvaluatorStage
@@ -37,7 +38,6 @@ from carrier.types import (
     AgentRecord,
     Author,
     Memory,
-    MemoryKind,
     MemoryStatus,
     Message,
     Usage,
@@ -59,6 +59,8 @@ class TurnResult:
     status: MemoryStatus
     inbound_id: str
     replies: list[Memory] = field(default_factory=list)
+    """Stored ``pending``: the client sends them with ``runtime.outbox.deliver(replies, send)``,
+    which marks each sent (or failed) and closes the inbound message."""
     reason: str | None = None
     """Why nothing (or less) was sent: ignored, muted, superseded, rejected by a hook, ..."""
     thought: str = ""
@@ -100,6 +102,7 @@ class AgentRuntime:
         ignore: Sequence[str] = (),
         summary_threshold: int = 20,
         memory_tools: bool = False,
+        reply_recovery_s: float = RECOVERY_SECONDS,
     ) -> None:
         self.character = character
         self.agent_id: str = character.agent_id
@@ -108,6 +111,10 @@ class AgentRuntime:
         self.model = model
         self.ignore = {i.lower() for i in ignore}
         self.started_at = utcnow()
+        self.outbox = Outbox(
+            store, agent_id=self.agent_id, since=self.started_at, window_s=reply_recovery_s
+        )
+        """The agent's replies on their way out (:mod:`carrier.outbox`)."""
         self.knowledge_report: Any = None
         """What the last knowledge sync did (:class:`carrier.knowledge.KnowledgeReport`)."""
         self.services: dict[str, Any] = {}
@@ -137,8 +144,9 @@ class AgentRuntime:
         self._generator = Generator()
         # The chain, in order: the message is stored and embedded first (nothing is lost, and recall
         # can use its vector); the state is composed from the store; the model answers from the
-        # state; actions run on the parsed answer; the evaluator records replies and closes the
-        # inbound message last, so "processed" always means "replies stored".
+        # state; actions run on the parsed answer; the evaluator records the replies (pending,
+        # the message pending with them) last; the client's delivery closes the message, so
+        # "processed" always means "a reply went out, or none was needed".
         self.stages: list[Stage] = [
             self.message_manager,
             StateComposer(recent_messages=recent_messages, recall_k=recall_k),
@@ -212,6 +220,7 @@ class AgentRuntime:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._search_ready
             self._search_ready = None
+        await self.outbox.aclose()
         record = await self.store.get_agent(self.agent_id)
         if record is not None:
             record.status, record.updated_at = "stopped", utcnow()
@@ -219,28 +228,24 @@ class AgentRuntime:
         await self.model.aclose()
 
     async def recover(self) -> int:
-        """Mark messages a crashed process left ``received`` as failed, with the reason, so they are
-        visible (``carrier memory``) rather than silently lost or answered hours late."""
-        stale = await self.store.get_memories(
-            agent_id=self.agent_id,
-            kinds=[MemoryKind.MESSAGE],
-            statuses=[MemoryStatus.RECEIVED],
-            before=self.started_at,
-            limit=1000,
-        )
-        for memory in stale:
-            await self.store.set_memory_status(
-                memory.id,
-                MemoryStatus.FAILED,
-                error="interrupted: the process stopped during this turn",
-            )
-        if stale:
+        """Settle the turns a previous process left unfinished (:meth:`Outbox.recover`): a
+        message with no reply stored is failed ("interrupted"); replies already stored are sent
+        if still fresh (by their client, once connected) or failed as too old, and the message
+        closed accordingly, so nothing is silently lost or answered hours late. Returns how many
+        unfinished messages were found."""
+        report = await self.outbox.recover()
+        if report.found:
             log.warning(
-                "%s: %d message(s) were interrupted by a previous stop; marked failed",
+                "%s: %d message(s) were interrupted by a previous stop: %d failed with no reply, "
+                "%d reply(ies) delivered to the history, %d left to send, %d too old (failed)",
                 self.character.name,
-                len(stale),
+                report.found,
+                report.interrupted,
+                report.delivered,
+                report.waiting,
+                report.expired,
             )
-        return len(stale)
+        return report.found
 
     # -- turns ----------------------------------------------------------------------------------
     async def handle(
@@ -251,7 +256,9 @@ class AgentRuntime:
         The message is stored before anything else. One turn runs at a time per room; a message
         that is still waiting when a newer one arrives in its room is superseded (stored, marked
         ``superseded``, not answered). An exception marks the message failed and propagates; a
-        cancelled turn leaves it ``received`` for :meth:`recover`.
+        cancelled turn leaves it ``received`` for :meth:`recover`. Replies come back stored
+        ``pending``, the message ``pending`` with them, until the client delivers them
+        (:meth:`Outbox.deliver`).
         """
         turn = Turn(runtime=self, message=message, on_chunk=on_chunk)
         timings: dict[str, float] = {}
@@ -292,9 +299,11 @@ class AgentRuntime:
                         )
                 except Exception as exc:
                     log.exception("%s: turn failed for message %s", self.character.name, inbound.id)
-                    await self.store.set_memory_status(
-                        inbound.id, MemoryStatus.FAILED, error=f"{type(exc).__name__}: {exc}"
-                    )
+                    error = f"{type(exc).__name__}: {exc}"
+                    # Replies this turn stored are not to be sent: failed with the turn, so the
+                    # message and its replies agree.
+                    await self.outbox.fail(inbound.id, error)
+                    await self.store.set_memory_status(inbound.id, MemoryStatus.FAILED, error=error)
                     raise
         finally:
             slot.users -= 1

@@ -87,6 +87,9 @@ class Settings(BaseSettings):
     addresses (comma-separated names or addresses); none by default."""
     tool_calls_per_hour: int = Field(default=20, ge=1, le=100_000)
     """How many calls of one tool one person may set off in an hour (a tool may set its own)."""
+    reply_recovery_seconds: float = Field(default=120.0, gt=0, le=86400)
+    """How long after it was written a reply a stopped process left unsent is still sent when
+    the agent starts again; an older one is marked failed (``not delivered within N s``)."""
     job_lease_seconds: float = Field(default=10.0, gt=0, le=3600)
     """How long a job worker's claim holds without renewal; the worker renews it every third of
     that while the job runs, so after a worker dies another takes its jobs over within about

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from carrier.character import Character
     from carrier.runtime import AgentRuntime
     from carrier.settings import Settings
-    from carrier.types import Message
+    from carrier.types import Memory, Message
 
 __all__ = ["chat"]
 
@@ -105,6 +105,7 @@ async def _chat(
             await runtime.model.prepare()  # not in the first turn's deadline
         author = Author(platform_id=user, name=user)
         channel = Channel(platform_id=f"terminal:{user}", name="terminal", kind=RoomKind.CLI)
+        await _show_left(runtime, character.name, channel.platform_id)
         loop = asyncio.get_running_loop()
         while True:
             if interactive:
@@ -175,6 +176,7 @@ async def _turn(
             typer.echo(f"{name}: {reply.content.text}")
     if show_thought and result.thought:
         typer.echo(f"  (thought: {result.thought})")
+    await runtime.outbox.deliver(result.replies)  # printed: sent
     return True
 
 
@@ -186,6 +188,17 @@ def _explain(exc: BaseException) -> str:
     if isinstance(exc, CarrierError):
         return str(exc).splitlines()[0] if str(exc) else "the turn failed"
     return "an unexpected error (the log above has the details)"
+
+
+async def _show_left(runtime: AgentRuntime, name: str, terminal: str) -> None:
+    """Print the replies a stopped session stored but never printed (still fresh), once."""
+    from carrier.types import stable_id
+
+    async def show(reply: Memory) -> None:
+        typer.echo(f"{name}: {reply.content.text}")
+
+    room = stable_id(runtime.agent_id, "cli", "room", terminal)
+    await runtime.outbox.redeliver("cli", show, rooms={room})
 
 
 def _prompt(label: str) -> str | None:

@@ -1,12 +1,15 @@
-"""Stage 5, the evaluator: record the replies (once), run the post-turn evaluators, and close the
-inbound message (processed, ignored or failed). It runs for every turn, also one that ended early,
-so every stored message reaches a final status; the runtime then runs the ``on_turn_end`` hooks."""
+"""Stage 5, the evaluator: record the replies (once, ``pending``: the outbox), run the post-turn
+evaluators, and close the inbound message (processed, ignored or failed), or, when it has
+replies, leave it ``pending`` until the client has delivered them (:mod:`carrier.outbox`). It
+runs for every turn, also one that ended early, so every stored message reaches a final status;
+the runtime then runs the ``on_turn_end`` hooks."""
 
 from __future__ import annotations
 
 import logging
 
 from carrier.errors import ProviderError
+from carrier.outbox import reply_id
 from carrier.pipeline.base import Turn
 from carrier.types import Memory, MemoryKind, MemoryStatus, stable_id
 
@@ -41,8 +44,19 @@ class EvaluatorStage:
                 log.exception("evaluator %s failed; the turn goes on", evaluator.name)
         status = turn.final_status
         error = turn.ended if status is MemoryStatus.FAILED else None
-        await rt.store.set_memory_status(turn.inbound.id, status, error=error)
-        turn.inbound.status = status
+        stored = status
+        if turn.replies:
+            if status is MemoryStatus.FAILED:  # nothing of a failed turn goes out
+                await rt.outbox.fail(turn.inbound.id, error or "the turn failed")
+            else:
+                # Closed by the delivery: processed once a reply went out, failed if none did.
+                stored = MemoryStatus.PENDING
+        # Only the turn's own message, still ``received``: a redelivered one that is already
+        # closed (or whose replies are on their way) stays as it is.
+        if await rt.store.set_memory_status(
+            turn.inbound.id, stored, error=error, expect=[MemoryStatus.RECEIVED]
+        ):
+            turn.inbound.status = stored
         turn.trace["evaluate"] = {
             "replies": [m.id for m in turn.replies],
             "evaluators": ran,
@@ -71,7 +85,7 @@ class EvaluatorStage:
                     content.metadata["cut"] = True  # the stream broke; the text says so too
             memory = Memory(
                 # Derived from the inbound id: a re-run turn records its reply once.
-                id=stable_id(turn.inbound.id, "reply", str(i)),
+                id=reply_id(turn.inbound.id, i),
                 agent_id=rt.agent_id,
                 room_id=turn.room.id,
                 entity_id=agent_entity,
@@ -79,7 +93,7 @@ class EvaluatorStage:
                 content=content,
                 embedding=vector.tolist(),
                 embedding_model=rt.embedder.model_id,
-                status=MemoryStatus.STORED,
+                status=MemoryStatus.PENDING,  # until the client has sent it
             )
             replies.append(await rt.store.add_memory(memory))
         return replies

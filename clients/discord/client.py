@@ -20,17 +20,26 @@ import discord
 from discord import app_commands
 
 from carrier.clients import Client, ClientUnavailable
+from carrier.errors import ClientError
 from carrier.jobs.model import Job
+from carrier.outbox import reply_id
 from carrier.pipeline.generate import failure_of
+from carrier.types import Memory, RoomKind
 from clients.discord.approval import ApprovalDesk
 from clients.discord.commands import SlashHandler, add_commands
 from clients.discord.config import DiscordConfig, DiscordPolicy, parse_config
 from clients.discord.connection import build_bot
-from clients.discord.convert import channel_of, mentions_me, replies_to_me, to_message
+from clients.discord.convert import (
+    PLATFORM,
+    channel_of,
+    mentions_me,
+    replies_to_me,
+    to_message,
+)
 from clients.discord.errors import describe_start_failure, privileged_intents_message
 from clients.discord.policy import BotLoopGuard, Facts, RateLimiter, Verdict, gate, observed
 from clients.discord.reactions import store_reaction
-from clients.discord.sender import Typing, send_reply
+from clients.discord.sender import Typing, send_parts, send_reply
 
 __all__ = ["ClientStats", "DiscordClient"]
 
@@ -211,6 +220,67 @@ class DiscordClient(Client):
             len(self.bot.guilds),
         )
         self._ready.set()
+        # Replies a stopped process stored but did not send, still fresh: sent now, once. In the
+        # background, tracked like a turn (``stop`` waits for it); after a reconnect it finds
+        # what is left, which is nothing once they are sent.
+        task = asyncio.create_task(self._redeliver(), name="discord-redeliver")
+        self._inflight.add(task)
+        task.add_done_callback(self._inflight.discard)
+
+    async def _redeliver(self) -> None:
+        try:
+            sent = await self.runtime.outbox.redeliver(PLATFORM, self._send_left)
+        except Exception:
+            self.stats.errors += 1
+            log.exception("discord: sending the replies left by a previous stop failed")
+            return
+        if sent:
+            log.info("discord: sent %d reply(ies) a previous stop left unsent", sent)
+
+    async def _send_left(self, reply: Memory) -> None:
+        """Send a reply whose turn ran in a process that stopped: to its room's channel, as a
+        Discord reply to the message it answers (when that still exists)."""
+        store = self.runtime.store
+        room = await store.get_room(reply.room_id)
+        if room is None:
+            raise ClientError(f"room {reply.room_id} is not stored; cannot find its channel")
+        inbound = await store.get_memory(reply.content.in_reply_to or "")
+        author = await self._author_of(inbound)
+        channel_id = int(room.platform_id)
+        channel: Any = self.bot.get_channel(channel_id)
+        if channel is None and room.kind is RoomKind.DM and author is not None:
+            channel = await self.bot.create_dm(discord.Object(id=author))  # not cached yet
+        if channel is None:
+            channel = await self.bot.fetch_channel(channel_id)
+        if not isinstance(channel, discord.abc.Messageable):
+            raise ClientError(f"Discord channel {channel_id} does not take messages")
+        answered = inbound.content.metadata.get("platform_message_id") if inbound else None
+        first = reply.id == reply_id(reply.content.in_reply_to or "", 0)
+        reference = (
+            discord.MessageReference(
+                message_id=int(answered), channel_id=channel_id, fail_if_not_exists=False
+            )
+            if answered and first
+            else None
+        )
+        guild = getattr(channel, "guild", None)
+        sent = await send_parts(
+            channel,
+            reply.content.text,
+            self.policy_for(guild),
+            reference=reference,
+            author=author,
+            key=reply.id,
+        )
+        self._count_sent(reply, sent)
+
+    async def _author_of(self, inbound: Memory | None) -> int | None:
+        if inbound is None:
+            return None
+        entity = await self.runtime.store.get_entity(inbound.entity_id)
+        return (
+            int(entity.platform_id) if entity is not None and entity.platform_id.isdigit() else None
+        )
 
     async def _on_error(self, event: str, *args: Any, **kwargs: Any) -> None:
         self.stats.errors += 1
@@ -326,13 +396,21 @@ class DiscordClient(Client):
             if show_typing:
                 self.stats.sent += len(await send_reply(message, failure.notice, policy))
             return
-        as_reply = True
-        for reply in result.replies:
-            sent = await send_reply(message, reply.content.text, policy, as_reply=as_reply)
-            as_reply = False
-            self.stats.sent += len(sent)
-            for part in sent:
-                self._remember(part.id, reply.id)
+        first = result.replies[0].id if result.replies else None
+
+        async def send(reply: Memory) -> None:
+            sent = await send_reply(
+                message, reply.content.text, policy, as_reply=reply.id == first, key=reply.id
+            )
+            self._count_sent(reply, sent)
+
+        # Each reply is claimed, sent, then marked sent (or failed, with Discord's answer).
+        await self.runtime.outbox.deliver(result.replies, send)
+
+    def _count_sent(self, reply: Memory, sent: list[discord.Message]) -> None:
+        self.stats.sent += len(sent)
+        for part in sent:
+            self._remember(part.id, reply.id)
 
     def _remember(self, discord_id: int, memory_id: str) -> None:
         self._replies[discord_id] = memory_id

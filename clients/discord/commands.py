@@ -15,7 +15,7 @@ from discord import app_commands
 
 from carrier.errors import ConfigError
 from carrier.pipeline.generate import failure_of
-from carrier.types import Message, RoomState
+from carrier.types import Memory, Message, RoomState
 from clients.discord.convert import PLATFORM, author_of, channel_of, is_room_admin
 from clients.discord.policy import Verdict
 from clients.discord.reactions import entity_id, room_id
@@ -30,6 +30,7 @@ __all__ = ["SlashActions", "SlashHandler", "add_commands", "build_commands", "sy
 log = logging.getLogger(__name__)
 
 _NO_PINGS = discord.AllowedMentions.none()
+_NO_ANSWER = "I don't have an answer to that right now."
 
 
 class SlashActions(Protocol):
@@ -119,11 +120,21 @@ class SlashHandler:
             await interaction.followup.send(failure.notice, allowed_mentions=_NO_PINGS)
             client.stats.sent += 1
             return
-        parts = outgoing_parts(result.text, policy) or ["I don't have an answer to that right now."]
         mentions = allowed_mentions(policy, author=interaction.user.id)
-        for part in parts:
-            await interaction.followup.send(part, allowed_mentions=mentions)
-            client.stats.sent += 1
+
+        async def follow_up(text: str) -> None:
+            for part in outgoing_parts(text, policy):
+                await interaction.followup.send(part, allowed_mentions=mentions)
+                client.stats.sent += 1
+
+        async def send(reply: Memory) -> None:
+            await follow_up(reply.content.text)
+
+        if not result.replies:
+            await follow_up(_NO_ANSWER)
+            return
+        # Claimed, sent as follow-ups, then marked sent (or failed, with Discord's answer).
+        await client.runtime.outbox.deliver(result.replies, send)
 
     async def persona(self, interaction: discord.Interaction) -> None:
         character = self._client.runtime.character

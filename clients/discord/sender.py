@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 from typing import Any
 
@@ -14,7 +15,14 @@ from clients.discord.config import DiscordPolicy
 from clients.discord.split import split_message
 from clients.discord.text import escape_mass_mentions
 
-__all__ = ["Typing", "allowed_mentions", "outgoing_parts", "send_reply"]
+__all__ = [
+    "Typing",
+    "allowed_mentions",
+    "outgoing_parts",
+    "part_nonce",
+    "send_parts",
+    "send_reply",
+]
 
 log = logging.getLogger(__name__)
 
@@ -49,25 +57,68 @@ def outgoing_parts(text: str, policy: DiscordPolicy) -> list[str]:
     return split_message(escape_mass_mentions(text), policy.max_message_length)
 
 
+def part_nonce(key: str, index: int) -> int:
+    """The nonce of part ``index`` of the reply ``key`` (its memory id): the same part always
+    gets the same nonce, and discord.py asks Discord to enforce it, so a part sent again (after
+    a crash between the send and its record) within a few minutes comes back as the message
+    created the first time instead of being posted twice."""
+    digest = hashlib.sha256(f"{key}\x1f{index}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") >> 1  # 63 bits: Discord takes up to 25 digits
+
+
 async def send_reply(
-    message: discord.Message, text: str, policy: DiscordPolicy, *, as_reply: bool = True
+    message: discord.Message,
+    text: str,
+    policy: DiscordPolicy,
+    *,
+    as_reply: bool = True,
+    key: str | None = None,
 ) -> list[discord.Message]:
     """Send ``text`` to the message's channel; the first part is a Discord reply to ``message``
-    (unless ``as_reply`` is false) that survives the original being deleted meanwhile."""
-    mentions = allowed_mentions(policy, author=message.author.id)
+    (unless ``as_reply`` is false) that survives the original being deleted meanwhile. With
+    ``key`` (the reply's memory id) each part carries its :func:`part_nonce`."""
+    return await send_parts(
+        message.channel,
+        text,
+        policy,
+        reference=message.to_reference(fail_if_not_exists=False) if as_reply else None,
+        author=message.author.id,
+        key=key,
+    )
+
+
+async def send_parts(
+    channel: discord.abc.Messageable,
+    text: str,
+    policy: DiscordPolicy,
+    *,
+    reference: discord.MessageReference | None = None,
+    author: int | None = None,
+    key: str | None = None,
+) -> list[discord.Message]:
+    """Send ``text`` to ``channel`` in its :func:`outgoing_parts`, the first as a reply to
+    ``reference`` when given (sent without the link if that message is gone); ``author`` is the
+    person answered (the one user it may mention). Returns the messages Discord created."""
+    mentions = allowed_mentions(policy, author=author)
     sent: list[discord.Message] = []
     for index, part in enumerate(outgoing_parts(text, policy)):
         kwargs: dict[str, Any] = {"allowed_mentions": mentions}
-        if index == 0 and as_reply:
-            kwargs["reference"] = message.to_reference(fail_if_not_exists=False)
+        if key is not None:
+            kwargs["nonce"] = part_nonce(key, index)
+        if index == 0 and reference is not None:
+            kwargs["reference"] = reference
             kwargs["mention_author"] = policy.allowed_mentions.replied_user
         try:
-            sent.append(await message.channel.send(part, **kwargs))
+            sent.append(await channel.send(part, **kwargs))
         except discord.HTTPException as exc:
             if "reference" not in kwargs or exc.code not in _UNKNOWN_REFERENCE:
                 raise
-            log.info("message %s is gone; sending the answer without a reply link", message.id)
-            sent.append(await message.channel.send(part, allowed_mentions=mentions))
+            log.info(
+                "message %s is gone; sending the answer without a reply link",
+                reference.message_id if reference is not None else None,
+            )
+            del kwargs["reference"], kwargs["mention_author"]
+            sent.append(await channel.send(part, **kwargs))
     return sent
 
 

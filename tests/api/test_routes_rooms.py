@@ -27,9 +27,9 @@ async def test_rooms_conversation_both_sides_oldest_first(client: httpx.AsyncCli
     said = [(m["role"], m["speaker"], m["text"], m["status"]) for m in body["items"]]
     assert said == [
         ("user", "Ana", "first", "processed"),
-        ("agent", "Pilot", "Ahoy! You said: first", "stored"),
+        ("agent", "Pilot", "Ahoy! You said: first", "sent"),
         ("user", "Ana", "second", "processed"),
-        ("agent", "Pilot", "Ahoy! You said: second", "stored"),
+        ("agent", "Pilot", "Ahoy! You said: second", "sent"),
     ]
     items = body["items"]
     assert items[1]["in_reply_to"] == items[0]["id"] and items[0]["in_reply_to"] is None

@@ -58,6 +58,11 @@ async def test_runtime_turn_runs_all_five_stages(make_runtime, store) -> None:
     assert reply.embedding is not None
     assert reply.content.metadata["model"] == "function"
     assert reply.content.metadata["usage"]["calls"] == 1
+    # the outbox: the reply waits pending, and the message with it, until the client sent it
+    assert reply.status is MemoryStatus.PENDING
+    assert (await store.get_memory(inbound.id)).status is MemoryStatus.PENDING  # type: ignore[union-attr]
+    assert await runtime.outbox.deliver(result.replies) == 1
+    assert (await store.get_memory(reply.id)).status is MemoryStatus.SENT  # type: ignore[union-attr]
     assert (await store.get_memory(inbound.id)).status is MemoryStatus.PROCESSED  # type: ignore[union-attr]
     room_messages = await store.get_memories(agent_id=runtime.agent_id, room_id=inbound.room_id)
     assert len(room_messages) == 2
@@ -109,6 +114,7 @@ async def test_runtime_turn_redelivered_message_is_answered_once(make_runtime, s
     model = FunctionModel(lambda r: xml("once"))
     runtime = make_runtime(model)
     first = await runtime.handle(dm("hi", msg_id="same"))
+    await runtime.outbox.deliver(first.replies)
     second = await runtime.handle(dm("hi", msg_id="same"))
     assert first.inbound_id == second.inbound_id
     assert len(model.requests) == 1

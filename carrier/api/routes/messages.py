@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import math
@@ -36,7 +37,7 @@ from carrier.api.state import ApiState, api_state
 from carrier.api.uploads import upload_quota
 from carrier.errors import ProviderError
 from carrier.pipeline.generate import FailureNotice, failure_of
-from carrier.runtime import TurnResult
+from carrier.runtime import AgentRuntime, TurnResult
 from carrier.safety.redact import current_redactor
 from carrier.types import Attachment, Author, Channel, Message, RoomKind
 
@@ -120,7 +121,7 @@ async def post_message(
         attachments=[attachment] if attachment is not None else [],
     )
     if "text/event-stream" in request.headers.get("accept", ""):
-        return _stream(state, runtime.handle, message, include_thought)
+        return _stream(state, runtime, message, include_thought)
     try:
         result = await runtime.handle(message)
     except Exception:
@@ -130,7 +131,11 @@ async def post_message(
     if failure is not None:  # the person reads the apology; the reason is the message's
         state.metrics.error("turn")
         raise ApiError(503, failure.code, failure.notice, headers=_retry_after(failure))
-    return _out(result, include_thought)
+    out = _out(result, include_thought)
+    # The response is produced: over HTTP that is the hand-over (nothing acknowledges reading
+    # it), so the replies are sent; a caller that lost the connection finds them in the history.
+    await runtime.outbox.deliver(result.replies)
+    return out
 
 
 async def _read_message(
@@ -244,8 +249,16 @@ def _sse(event: str, data: str) -> str:
     return f"event: {event}\ndata: {data}\n\n"
 
 
-def _stream(state: ApiState, handle: Any, message: Message, include_thought: bool) -> Response:
+STREAM_SETTLE_S = 60.0
+"""How long a streamed turn's replies wait for their final event to be written before they count
+as delivered to the history (a caller gone before the stream even began never closes it)."""
+
+
+def _stream(
+    state: ApiState, runtime: AgentRuntime, message: Message, include_thought: bool
+) -> Response:
     queue: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
+    over = asyncio.Event()  # the final event was written, or the caller went away
     # A secret split across chunks is held back until it can be replaced whole.
     pieces = current_redactor().stream(where=WHERE)
 
@@ -256,7 +269,7 @@ def _stream(state: ApiState, handle: Any, message: Message, include_thought: boo
 
     async def run() -> None:
         try:
-            result = await handle(message, on_chunk=on_chunk)
+            result = await runtime.handle(message, on_chunk=on_chunk)
         except Exception as exc:
             state.metrics.error("turn")
             if isinstance(exc, ProviderError):
@@ -282,17 +295,25 @@ def _stream(state: ApiState, handle: Any, message: Message, include_thought: boo
         if rest:
             await queue.put(("chunk", json.dumps(rest)))
         await queue.put(("done", _out(result, include_thought).model_dump_json()))
+        # Sent once the final event is written; if the caller left first, the replies are in the
+        # conversation's history, where a caller that lost its stream reads them.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(over.wait(), STREAM_SETTLE_S)
+        await runtime.outbox.deliver(result.replies)
 
     # The turn runs on its own: a client that goes away does not cancel it, so its reply is
     # still recorded once.
     state.keep(asyncio.create_task(run()))
 
     async def events() -> AsyncIterator[str]:
-        while True:
-            event, data = await queue.get()
-            yield _sse("error" if event == "notice" else event, data)
-            if event not in ("chunk", "notice"):
-                return
+        try:
+            while True:
+                event, data = await queue.get()
+                yield _sse("error" if event == "notice" else event, data)
+                if event not in ("chunk", "notice"):
+                    return
+        finally:
+            over.set()
 
     headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
     return StreamingResponse(events(), media_type="text/event-stream", headers=headers)

@@ -38,7 +38,9 @@ class ConversationMessage(BaseModel):
     text: str
     status: MemoryStatus
     """A person's message: ``processed``, ``ignored`` (not answered), ``failed``, ``received``
-    (its turn is still running) or ``superseded``; a reply: ``stored``."""
+    (its turn is still running), ``pending`` (answered, the reply on its way) or
+    ``superseded``; a reply: ``sent``, ``pending``/``sending`` (on its way), ``failed`` (not
+    delivered) or ``stored`` (written before replies had a delivery state)."""
     in_reply_to: str | None = None
     """For a reply: the id of the message it answers."""
     created_at: datetime

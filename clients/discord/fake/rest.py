@@ -62,6 +62,12 @@ class Rest:
         self.synced: dict[str, list[Json]] = {}
         self.unknown: list[str] = []
         self._interactions_by_token: dict[str, Json] = {}
+        self._nonces: dict[str, tuple[float, Json]] = {}
+        """The bot's messages by nonce, when created (``enforce_nonce``)."""
+        self.nonce_window_s = 300.0
+        """How long a nonce is enforced: Discord says "the past few minutes"."""
+        self.nonce_hits = 0
+        """Sends answered with the message an earlier send of the same nonce created."""
         self._routes: list[tuple[str, re.Pattern[str], Handler, bool]] = []
         add = self._add
         add("GET", r"users/@me", self._me)
@@ -153,6 +159,16 @@ class Rest:
     ) -> web.StreamResponse:
         channel_id = int(match["cid"])
         payload = await self._payload(request)
+        # Like Discord: with enforce_nonce, a nonce the bot used in the past few minutes gets
+        # back the message it created then, and nothing new is posted.
+        nonce = (
+            str(payload["nonce"]) if payload.get("enforce_nonce") and "nonce" in payload else None
+        )
+        if nonce is not None:
+            seen = self._nonces.get(nonce)
+            if seen is not None and time.monotonic() - seen[0] < self.nonce_window_s:
+                self.nonce_hits += 1
+                return _json(seen[1])
         reply_to = None
         ref = payload.get("message_reference")
         if ref:
@@ -167,6 +183,9 @@ class Rest:
             reply_to=reply_to,
             flags=payload.get("flags") or 0,
         )
+        if nonce is not None:
+            message["nonce"] = nonce
+            self._nonces[nonce] = (time.monotonic(), message)
         self.sent.append(Sent(channel_id=channel_id, payload=payload, message=message))
         self.sent_to[channel_id] += 1
         async with self.changed:

@@ -1,0 +1,126 @@
+"""Replies a stopped process left unsent: the next process's client sends them once, on ready,
+while they are fresh, and never when stale; a reply sent just before the stop (its record lost)
+is not posted twice. Real discord.py over the loopback fake, a real SQLite file; "a process" is
+a runtime over that file, "a restart" a new runtime and client over the same file."""
+
+from __future__ import annotations
+
+import asyncio
+
+from carrier.character import Character
+from carrier.memory.fake import HashEmbedder
+from carrier.outbox import reply_id
+from carrier.runtime import AgentRuntime
+from carrier.types import Author, Channel, MemoryStatus, Message, RoomKind
+from tests.clients.discord.conftest import CHARACTER, Harness
+
+SENT, FAILED = MemoryStatus.SENT, MemoryStatus.FAILED
+
+
+def restarted(h: Harness, *, window_s: float = 120.0) -> AgentRuntime:
+    """The runtime of a new process over the same store and model."""
+    return AgentRuntime(
+        character=Character.model_validate(CHARACTER),
+        store=h.store,
+        embedder=HashEmbedder(),
+        model=h.model,
+        seed=7,
+        fact_interval=10_000,
+        reply_recovery_s=window_s,
+    )
+
+
+async def stopped_after_storing(h: Harness, text: str) -> tuple[int, str]:
+    """Ana asks in #general; the process's turn stores its reply and the process stops before
+    sending it. Returns the Discord message id and the stored message's id."""
+    channel = h.channel("general")
+    asked = h.fake.make_message(h.ana, text, channel=channel)  # in Discord, not yet handled
+    result = await h.runtime.handle(
+        Message(
+            platform="discord",
+            author=Author(platform_id=str(h.ana["id"]), name="ana"),
+            channel=Channel(platform_id=str(channel), name="general", kind=RoomKind.GROUP),
+            text=text,
+            platform_message_id=str(asked["id"]),
+            mentions_agent=True,
+        )
+    )
+    assert [r.status for r in result.replies] == [MemoryStatus.PENDING]
+    return int(asked["id"]), result.inbound_id
+
+
+async def fate(h: Harness, inbound_id: str) -> tuple[object, ...]:
+    inbound = await h.store.get_memory(inbound_id)
+    reply = await h.store.get_memory(reply_id(inbound_id, 0))
+    assert inbound is not None and reply is not None
+    return inbound.status, reply.status, reply.error
+
+
+async def test_redelivery_a_fresh_reply_is_sent_once_on_ready(harness: Harness) -> None:
+    h = harness
+    asked, inbound_id = await stopped_after_storing(h, "when is the jam?")
+
+    h.runtime = restarted(h)
+    assert await h.runtime.start() == 1
+    await h.start()
+    await h.fake.wait_sent(h.channel("general"), 1)
+    await h.fake.wait_until(lambda: not h.client.busy)
+
+    [sent] = h.fake.sent
+    assert sent.content == "echo: when is the jam?"
+    assert sent.payload["message_reference"]["message_id"] == asked  # still a reply to Ana
+    assert sent.payload["enforce_nonce"] is True
+    assert await fate(h, inbound_id) == (MemoryStatus.PROCESSED, SENT, None)
+
+    # Another restart finds nothing left to send.
+    await h.client.stop()
+    h.runtime = restarted(h)
+    assert await h.runtime.start() == 0
+    await h.start()
+    await h.fake.wait_until(lambda: not h.client.busy)
+    assert len(h.fake.sent) == 1
+
+
+async def test_redelivery_a_stale_reply_is_failed_and_not_sent(harness: Harness) -> None:
+    h = harness
+    _, inbound_id = await stopped_after_storing(h, "still there?")
+    await asyncio.sleep(0.05)  # longer than the next process's window
+
+    h.runtime = restarted(h, window_s=0.01)
+    assert await h.runtime.start() == 1
+    await h.start()
+    await h.fake.wait_until(lambda: not h.client.busy)
+
+    assert h.fake.sent == []
+    reason = "not delivered within 0.01 s; the process stopped"
+    assert await fate(h, inbound_id) == (FAILED, FAILED, reason)
+    inbound = await h.store.get_memory(inbound_id)
+    assert inbound is not None and inbound.error == reason
+
+
+async def test_redelivery_a_reply_sent_just_before_the_stop_is_not_posted_twice(
+    harness: Harness,
+) -> None:
+    """The process sent the reply, then stopped before recording it (left ``sending``): the
+    next one sends it again with the same nonce, and Discord answers with the message it has."""
+    h = harness
+    await h.start()
+    await h.fake.post(h.ana, "hello there")
+    await h.settle()
+    [first] = h.fake.sent
+    [inbound] = await h.store.get_memories(agent_id=h.runtime.agent_id, entity_id=h.entity(h.ana))
+    reply = reply_id(inbound.id, 0)
+    assert await h.store.set_memory_status(reply, MemoryStatus.SENDING, expect=[SENT])
+    assert await h.store.set_memory_status(
+        inbound.id, MemoryStatus.PENDING, expect=[MemoryStatus.PROCESSED]
+    )
+    await h.client.stop()
+
+    h.runtime = restarted(h)
+    assert await h.runtime.start() == 1
+    await h.start()
+    await h.fake.wait_until(lambda: h.fake.rest.nonce_hits == 1)
+    await h.fake.wait_until(lambda: not h.client.busy)
+
+    assert [s.content for s in h.fake.sent] == [first.content]  # posted once
+    assert await fate(h, inbound.id) == (MemoryStatus.PROCESSED, SENT, None)
