@@ -115,7 +115,7 @@ class AgentStatus:
     skipped: dict[str, str] = field(default_factory=dict)
     """Clients the character lists that did not start, with the reason."""
     interrupted: int = 0
-    """Messages a previous stop left unfinished (marked failed at start)."""
+    """Messages a previous stop left unfinished (settled at start: see :mod:`carrier.outbox`)."""
 
 
 @dataclass

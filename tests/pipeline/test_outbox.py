@@ -47,6 +47,7 @@ async def left(
     replies: list[tuple[str, MemoryStatus]],
     *,
     platform: str = "discord",
+    room: str = "room-1",
     age_s: float = 5.0,
     inbound_status: MemoryStatus = MemoryStatus.PENDING,
 ) -> str:
@@ -56,7 +57,7 @@ async def left(
     inbound = await store.add_memory(
         Memory(
             agent_id=AGENT,
-            room_id="room-1",
+            room_id=room,
             entity_id="ana",
             content=Content(text="hello", source=platform),
             status=inbound_status,
@@ -69,7 +70,7 @@ async def left(
             Memory(
                 id=reply_id(inbound.id, index),
                 agent_id=AGENT,
-                room_id="room-1",
+                room_id=room,
                 entity_id=stable_id(AGENT, "agent"),
                 kind=MemoryKind.MESSAGE,
                 content=Content(text=text, source=platform, in_reply_to=inbound.id),
@@ -239,3 +240,17 @@ async def test_outbox_a_stale_reply_is_not_sent_by_a_late_client(store) -> None:
     status, error, reply_states = await statuses(store, inbound_id)
     assert (status, reply_states) == (FAILED, [FAILED])
     assert error == "not delivered within 0.01 s; the process stopped"
+
+
+async def test_outbox_redelivery_keeps_to_its_platform_and_rooms(store) -> None:
+    """``carrier chat`` prints only its own terminal's replies; Discord sends only Discord's."""
+    mine = await left(store, [("for this terminal", PENDING)], platform="cli", room="t-ana")
+    theirs = await left(store, [("for another terminal", PENDING)], platform="cli", room="t-bob")
+    discord = await left(store, [("for Discord", PENDING)])
+    outbox = Outbox(store, agent_id=AGENT, since=utcnow())
+    terminal = Platform()
+    assert await outbox.redeliver("cli", terminal.send, rooms={"t-ana"}) == 1
+    assert terminal.sent == ["for this terminal"]
+    assert (await statuses(store, mine))[2] == [SENT]
+    assert (await statuses(store, theirs))[2] == [PENDING]
+    assert (await statuses(store, discord))[2] == [PENDING]
