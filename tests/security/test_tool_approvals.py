@@ -118,6 +118,11 @@ async def test_tool_approval_is_for_the_admin(world: World) -> None:
         assert (await helper.get("/tools/approvals")).status_code == 403
         refused = await helper.post(f"/tools/approvals/{parked['id']}/approve")
         assert refused.status_code == 403
+        # Nor through the jobs routes, which let an agent's token approve its drafts.
+        for verb in ("approve", "reject"):
+            refused = await helper.post(f"/jobs/{parked['id']}/{verb}")
+            assert refused.status_code == 403, refused.text
+            assert "only the admin token decides" in refused.json()["message"]
     job = await w.jobs.get(parked["id"])
     assert job is not None and job.state is JobState.AWAITING_APPROVAL
     assert (await w.client.get("/tools/approvals/no-such-job")).status_code == 404

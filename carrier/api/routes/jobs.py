@@ -26,6 +26,7 @@ from carrier.api.state import ApiState, api_state
 from carrier.jobs.base import JobStore
 from carrier.jobs.errors import JobNotFound, JobStateError
 from carrier.jobs.model import Job, JobState
+from carrier.tools.approvals import TOOL_JOB_KIND
 
 __all__ = ["ApproveIn", "JobEventOut", "JobOut", "ReasonIn", "router"]
 
@@ -133,6 +134,18 @@ async def _job(store: JobStore, job_id: str, who: Principal) -> Job:
     return job
 
 
+def _decider(who: Principal, job: Job) -> None:
+    """A parked tool call is decided by the admin only: an agent's token is trusted to talk to
+    its agent, not to let the agent act on the world (its drafts it may approve)."""
+    if job.kind == TOOL_JOB_KIND and not who.admin:
+        raise ApiError(
+            403,
+            "forbidden",
+            f"job {job.id} is a tool call awaiting approval: only the admin token decides those "
+            "(POST /tools/approvals/{id}/approve or /reject)",
+        )
+
+
 async def _change(change: Awaitable[Job]) -> JobOut:
     try:
         job = await change
@@ -193,6 +206,7 @@ async def approve_job(
     is published). 409 when it is not awaiting approval."""
     store = _store(state)
     job = await _job(store, job_id, who)
+    _decider(who, job)
     payload: dict[str, Any] | None = None
     if body is not None and body.payload is not None:
         if not who.admin:
@@ -223,7 +237,7 @@ async def reject_job(
     job_id: JobId, state: State, who: Who, body: Annotated[ReasonIn | None, Body()] = None
 ) -> JobOut:
     store = _store(state)
-    await _job(store, job_id, who)
+    _decider(who, await _job(store, job_id, who))
     reason = body.reason if body is not None else None
     return await _change(store.reject(job_id, reason=reason or f"by api:{who.name}"))
 
@@ -238,7 +252,7 @@ async def cancel_job(
     job_id: JobId, state: State, who: Admin, body: Annotated[ReasonIn | None, Body()] = None
 ) -> JobOut:
     store = _store(state)
-    await _job(store, job_id, who)
+    _decider(who, await _job(store, job_id, who))
     reason = body.reason if body is not None else None
     return await _change(store.cancel(job_id, reason=reason or f"by api:{who.name}"))
 
