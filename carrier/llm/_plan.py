@@ -123,6 +123,9 @@ class AttemptPlan:
                 continue
             self._tries += 1
             return Slot(self.models[self._index], budget)
+        # Every attempt is spent; if the time is too, no more attempts would have fitted either:
+        # the deadline is what ended the call.
+        self.deadline_reached = self.remaining() < self.min_attempt
         return None
 
     def failed(self, error: BaseException) -> Verdict:

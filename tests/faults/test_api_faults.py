@@ -166,9 +166,21 @@ async def test_api_faults_with_a_healthy_fallback_every_turn_is_answered(
     assert sum(t.streamed for t in turns) == 12
     faults = fault_server.total(model="primary") - fault_server.total("ok", "primary")
     assert faults > 0  # the mix did inject faults...
-    assert sum(n for (m, _), n in fault_server.streams.items() if m == "fallback") > 0
     replies = await _stored_replies(api)  # ...and every turn has exactly one reply
     assert len(replies) == 36 and set(replies.values()) == {1}
+
+
+async def test_api_faults_the_fallback_serves_streams(api: Api, fault_server: FaultServer) -> None:
+    broken = FaultMix.always("500", "429", "bad_json", "no_choices", "cut")
+    fault_server.mixes = {"primary": broken, "fallback": FaultMix.healthy()}
+    turns = await _run(api, 8, every_nth_streamed=2)
+    assert sum(t.streamed for t in turns) == 4
+    for turn in turns:
+        assert turn.status == 200 and turn.error is None, turn
+        assert turn.reply.startswith("All good here.")
+        assert exception_text(turn.text) == []
+    assert fault_server.streams[("fallback", "ok")] >= 4
+    assert fault_server.total("ok", "primary") == 0
 
 
 async def test_api_faults_without_an_answer_fail_cleanly(

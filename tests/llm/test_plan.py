@@ -160,3 +160,14 @@ def test_plan_needs_models_and_attempts() -> None:
         plan(clock, [])
     with pytest.raises(ValueError):
         plan(clock, ["m"], attempts=0)
+
+
+async def test_plan_spending_its_attempts_and_its_time_together_names_the_deadline() -> None:
+    clock = Clock()
+    p = plan(clock, ["m"], deadline=1.5, timeout=0.5, attempts=2)
+    while (slot := await p.next()) is not None:
+        clock.now += slot.timeout  # each attempt hangs to its end
+        p.failed(Boom("timeout"))
+    # 0.5 s, a backoff of 0.5 s, 0.5 s: the last attempt ended with the deadline.
+    assert p.deadline_reached
+    assert p.reason() == "model deadline of 1.5 s reached after 2 attempts: m: timeout, timeout"
