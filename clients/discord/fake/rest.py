@@ -68,6 +68,8 @@ class Rest:
         """How long a nonce is enforced: Discord says "the past few minutes"."""
         self.nonce_hits = 0
         """Sends answered with the message an earlier send of the same nonce created."""
+        self.refused: dict[int, tuple[int, int, str]] = {}
+        """Channels the bot may not write in: channel id → (status, code, message) answered."""
         self._routes: list[tuple[str, re.Pattern[str], Handler, bool]] = []
         add = self._add
         add("GET", r"users/@me", self._me)
@@ -159,6 +161,8 @@ class Rest:
     ) -> web.StreamResponse:
         channel_id = int(match["cid"])
         payload = await self._payload(request)
+        if channel_id in self.refused:
+            return _error(*self.refused[channel_id])
         # Like Discord: with enforce_nonce, a nonce the bot used in the past few minutes gets
         # back the message it created then, and nothing new is posted.
         nonce = (

@@ -1,7 +1,8 @@
-"""Replies a stopped process left unsent: the next process's client sends them once, on ready,
-while they are fresh, and never when stale; a reply sent just before the stop (its record lost)
-is not posted twice. Real discord.py over the loopback fake, a real SQLite file; "a process" is
-a runtime over that file, "a restart" a new runtime and client over the same file."""
+"""Discord's side of the outbox. A reply Discord refuses is failed with its answer, the message
+with it. Replies a stopped process left unsent: the next process's client sends them once, on
+ready, while they are fresh, and never when stale; a reply sent just before the stop (its record
+lost) is not posted twice. Real discord.py over the loopback fake, a real SQLite file; "a
+process" is a runtime over that file, "a restart" a new runtime and client over the same file."""
 
 from __future__ import annotations
 
@@ -56,7 +57,7 @@ async def fate(h: Harness, inbound_id: str) -> tuple[object, ...]:
     return inbound.status, reply.status, reply.error
 
 
-async def test_redelivery_a_fresh_reply_is_sent_once_on_ready(harness: Harness) -> None:
+async def test_outbox_a_fresh_reply_is_sent_once_on_ready(harness: Harness) -> None:
     h = harness
     asked, inbound_id = await stopped_after_storing(h, "when is the jam?")
 
@@ -81,7 +82,7 @@ async def test_redelivery_a_fresh_reply_is_sent_once_on_ready(harness: Harness) 
     assert len(h.fake.sent) == 1
 
 
-async def test_redelivery_a_stale_reply_is_failed_and_not_sent(harness: Harness) -> None:
+async def test_outbox_a_stale_reply_is_failed_and_not_sent(harness: Harness) -> None:
     h = harness
     _, inbound_id = await stopped_after_storing(h, "still there?")
     await asyncio.sleep(0.05)  # longer than the next process's window
@@ -98,7 +99,7 @@ async def test_redelivery_a_stale_reply_is_failed_and_not_sent(harness: Harness)
     assert inbound is not None and inbound.error == reason
 
 
-async def test_redelivery_a_reply_sent_just_before_the_stop_is_not_posted_twice(
+async def test_outbox_a_reply_sent_just_before_the_stop_is_not_posted_twice(
     harness: Harness,
 ) -> None:
     """The process sent the reply, then stopped before recording it (left ``sending``): the
@@ -124,3 +125,22 @@ async def test_redelivery_a_reply_sent_just_before_the_stop_is_not_posted_twice(
 
     assert [s.content for s in h.fake.sent] == [first.content]  # posted once
     assert await fate(h, inbound.id) == (MemoryStatus.PROCESSED, SENT, None)
+
+
+async def test_outbox_a_refused_send_fails_the_reply_and_the_message(harness: Harness) -> None:
+    """Discord refuses the reply (no permission to write there): the reply and the message are
+    failed with Discord's answer, nothing is marked sent, and the client carries on."""
+    h = harness
+    await h.start()
+    showcase = h.channel("showcase")
+    h.fake.rest.refused[showcase] = (403, 50013, "Missing Permissions")
+    await h.fake.post(h.ana, f"{h.mention()} look!", channel=showcase, mentions=[h.fake.bot])
+    await h.settle()
+
+    assert h.fake.sent == [] and h.client.stats.errors == 1
+    [inbound] = await h.store.get_memories(agent_id=h.runtime.agent_id, entity_id=h.entity(h.ana))
+    status, reply_status, reply_error = await fate(h, inbound.id)
+    assert (status, reply_status) == (FAILED, FAILED)
+    assert reply_error == "not delivered: 403 Forbidden (error code: 50013): Missing Permissions"
+    stored = await h.store.get_memory(inbound.id)
+    assert stored is not None and stored.error == reply_error
