@@ -40,8 +40,8 @@ def choose_model(character: Any, settings: Any, **_: Any) -> assemble.ModelChoic
 
 
 if __name__ == "__main__":
-    assemble.default_embedder = HashEmbedder  # type: ignore[assignment]
-    assemble.choose_model = choose_model  # type: ignore[assignment]
+    assemble.default_embedder = HashEmbedder
+    assemble.choose_model = choose_model
     from carrier.cli import main
 
     sys.argv = ["carrier", "serve", "--no-clients", *sys.argv[1:]]
