@@ -15,7 +15,7 @@ from carrier.builtin.persona import sample_persona
 from carrier.memory.visibility import Visibility
 from carrier.pipeline.base import Turn
 from carrier.prompt_data import conversation, facts_block, format_memories, speaker_labels
-from carrier.types import Memory, MemoryKind, ScoredMemory
+from carrier.types import Memory, MemoryKind, MemoryStatus, ScoredMemory, stable_id
 from carrier.untrusted import Speaker, SpeakerLabels, block, clean_name, element
 
 __all__ = ["State", "StateComposer"]
@@ -69,7 +69,14 @@ class StateComposer:
             limit=self.recent_messages,
             embeddings=False,
         )
-        recent = list(reversed(recent_newest_first))
+        # A reply that never reached the room (its send failed, or it went stale after a crash)
+        # is not part of the conversation people saw: the model must not think it said it.
+        agent_entity = stable_id(rt.agent_id, "agent")
+        recent = [
+            m
+            for m in reversed(recent_newest_first)
+            if not (m.entity_id == agent_entity and m.status is MemoryStatus.FAILED)
+        ]
         if all(m.id != turn.inbound.id for m in recent):
             recent.append(turn.inbound)
         recalled: list[ScoredMemory] = []

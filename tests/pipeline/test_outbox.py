@@ -136,6 +136,22 @@ async def test_outbox_a_delivered_reply_keeps_the_message_processed(store) -> No
     )
 
 
+async def test_outbox_a_reply_never_delivered_is_not_in_the_next_prompt(make_runtime) -> None:
+    seen: list[str] = []
+
+    def answer(request: Any) -> str:
+        seen.append("\n".join(m.content for m in request.messages if isinstance(m.content, str)))
+        return xml("The answer is 42." if len(seen) == 1 else "Sure.")
+
+    runtime: AgentRuntime = make_runtime(FunctionModel(answer))
+    first = await runtime.handle(dm("what is the answer?", msg_id="m1"))
+    with pytest.raises(RuntimeError, match="403"):
+        await runtime.outbox.deliver(first.replies, Platform(refuse={"The answer is 42."}).send)
+    await runtime.handle(dm("hello again", msg_id="m2"))
+    assert "what is the answer?" in seen[1]  # what the person said stays in the conversation
+    assert "The answer is 42." not in seen[1]  # what never reached them does not
+
+
 async def test_outbox_a_turn_that_fails_after_storing_its_reply_sends_nothing(
     make_runtime, store
 ) -> None:
