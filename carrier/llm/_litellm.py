@@ -7,16 +7,20 @@ Nothing here imports litellm at import time; :func:`load_litellm` does, once, in
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
 import threading
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, TypeVar
 
 from carrier.llm._plan import Verdict
 from carrier.llm.base import ModelResult
 from carrier.llm.failures import MalformedAnswer
 from carrier.types import Usage
+
+T = TypeVar("T")
 
 _module: Any = None
 _lock = threading.Lock()
@@ -54,6 +58,46 @@ def litellm() -> Any:
     if _module is None:
         raise RuntimeError("litellm is not loaded yet; await load_litellm() first")
     return _module
+
+
+_abandoned: set[asyncio.Task[Any]] = set()
+
+
+async def within(call: Awaitable[T], seconds: float) -> T:
+    """Await a litellm call for at most ``seconds`` without cancelling it.
+
+    Cancelled half-way, ``acompletion`` leaves behind a coroutine it made in a worker thread and
+    never awaits (Python then warns about it). So on timeout the call goes on in the background,
+    where litellm's own timeout (the same ``seconds``, passed in its arguments) ends it soon
+    after, and its outcome is dropped: an error read, a stream closed. A caller that is itself
+    cancelled cancels the call."""
+    task = asyncio.ensure_future(call)
+    try:
+        async with asyncio.timeout(seconds):
+            return await asyncio.shield(task)
+    except TimeoutError:
+        _abandoned.add(task)
+        task.add_done_callback(_drop)
+        raise
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+
+
+def _drop(task: asyncio.Task[Any]) -> None:
+    _abandoned.discard(task)
+    if task.cancelled() or task.exception() is not None:
+        return  # the error is read: nothing was waiting for it
+    close = getattr(task.result(), "aclose", None)
+    if close is not None:  # a stream that opened too late: hand its connection back
+        closing = asyncio.ensure_future(_quietly(close()))
+        _abandoned.add(closing)
+        closing.add_done_callback(_abandoned.discard)
+
+
+async def _quietly(closing: Awaitable[Any]) -> None:
+    with contextlib.suppress(Exception):
+        await closing
 
 
 _MISSING_KEY = ("Missing credentials", "api_key client option must be set")

@@ -25,6 +25,7 @@ from carrier.llm._litellm import (
     litellm,
     load_litellm,
     result_from_response,
+    within,
 )
 from carrier.llm._plan import AttemptPlan, Slot
 from carrier.llm.base import ModelProvider, ModelRequest, ModelResult
@@ -133,8 +134,7 @@ class LiteLLMProvider(ModelProvider):
         try:
             while (slot := await plan.next()) is not None:
                 try:
-                    async with asyncio.timeout(slot.timeout):
-                        result = await self._complete(slot, request)
+                    result = await within(self._complete(slot, request), slot.timeout)
                 except Exception as exc:  # a timeout, an HTTP error, a malformed answer
                     self._note(plan, slot, exc)
                     continue
@@ -179,8 +179,9 @@ class LiteLLMProvider(ModelProvider):
                 yielded = False
                 response: Any = None
                 try:
-                    async with asyncio.timeout(slot.timeout):
-                        response = await self._open_stream(slot, request)
+                    opened = time.monotonic()
+                    response = await within(self._open_stream(slot, request), slot.timeout)
+                    async with asyncio.timeout(slot.timeout - (time.monotonic() - opened)):
                         first = await _first_content(response, acc)
                     if first:
                         yielded = True

@@ -32,7 +32,7 @@ pytestmark = pytest.mark.filterwarnings(
 )
 
 ADMIN = "admin-token-for-the-fault-suite-0123456789"
-TIMEOUT, DEADLINE = 0.5, 2.5
+TIMEOUT, DEADLINE = 0.5, 4.0
 
 
 @dataclass
@@ -222,4 +222,7 @@ async def test_api_faults_hanging_models_end_at_the_deadline(
     failed = await api.store.get_memories(
         agent_id=api.agent_id, kinds=[MemoryKind.MESSAGE], limit=100
     )
-    assert all((m.error or "").startswith("model deadline of 2.5 s reached") for m in failed)
+    for message in failed:  # the attempts or the deadline ran out first (or both at once)
+        assert (message.error or "").startswith(("model deadline of 4 s", "model call failed"))
+        outcomes = (message.error or "").split(": ", 1)[1].replace(";", ",").split(", ")
+        assert {o.split(": ")[-1] for o in outcomes} == {"timeout"}, message.error
