@@ -6,6 +6,9 @@ The model's own text is sent by the action manager (once); these handlers do the
 
 from __future__ import annotations
 
+from typing import Any
+
+from carrier.errors import ProviderError
 from carrier.pipeline.base import Turn
 from carrier.plugins import Action, ActionResult
 from carrier.types import RoomKind, RoomState
@@ -27,14 +30,24 @@ async def _ignore(turn: Turn) -> ActionResult:
 async def _continue(turn: Turn) -> ActionResult:
     replies: list[str] = []
     previous = turn.response.text
+    stopped: str | None = None
     for _ in range(MAX_CONTINUES):
-        followup = await turn.runtime.generate_continuation(turn, [previous, *replies])
+        try:
+            followup = await turn.runtime.generate_continuation(turn, [previous, *replies])
+        except ProviderError as exc:
+            # The turn's answer is already written: a continuation the model cannot give ends
+            # the turn with what it has, rather than failing what was said.
+            stopped = str(exc)
+            break
         if not followup.text.strip() or followup.text.strip() in (previous, *replies):
             break
         replies.append(followup.text)
         if "CONTINUE" not in [a.upper() for a in followup.actions]:
             break
-    return ActionResult(action="CONTINUE", replies=replies, data={"continued": len(replies)})
+    data: dict[str, Any] = {"continued": len(replies)}
+    if stopped is not None:
+        data["stopped"] = stopped
+    return ActionResult(action="CONTINUE", replies=replies, data=data)
 
 
 def _in_group_room(turn: Turn) -> bool:

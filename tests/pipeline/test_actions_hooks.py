@@ -10,6 +10,7 @@ from carrier.builtin.actions import MAX_CONTINUES
 from carrier.builtin.persona import example_pairs, sample_persona
 from carrier.errors import ConfigError
 from carrier.llm.base import ModelRequest
+from carrier.llm.failures import ModelFailure
 from carrier.llm.fake import FunctionModel, ScriptedModel
 from carrier.pipeline.base import HookPoint, HookResult, Turn
 from carrier.plugins import Action, ActionResult, ContextProvider, Evaluator, Plugin, ProviderOutput
@@ -49,6 +50,19 @@ async def test_action_continue_is_bounded(make_runtime) -> None:
     assert [m.content.text for m in result.replies] == [
         f"part {i}" for i in range(1 + MAX_CONTINUES)
     ]
+
+
+async def test_action_continue_the_model_cannot_give_keeps_what_was_written(make_runtime) -> None:
+    def answer(request: ModelRequest) -> str:
+        if len(model.requests) == 1:
+            return xml("part 0", actions="CONTINUE")
+        raise ModelFailure("model deadline of 45 s reached after 3 attempts: test: timeout")
+
+    model = FunctionModel(answer)
+    result = await make_runtime(model).handle(dm("tell me a long story"))
+    assert [m.content.text for m in result.replies] == ["part 0"]
+    [continued] = [a for a in result.actions if a["action"] == "CONTINUE"]
+    assert "deadline" in continued["data"]["stopped"]
 
 
 async def test_action_unknown_is_recorded_and_reply_still_sent(make_runtime) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from carrier.llm.base import ModelRequest
+from carrier.llm.failures import ModelFailure
 from carrier.llm.fake import FunctionModel
 from carrier.types import Author, MemoryStatus, RoomState
 from tests.pipeline.conftest import dm, group, xml
@@ -26,6 +27,18 @@ async def test_should_respond_unaddressed_chatter_asks_the_model(make_runtime) -
     assert [r.purpose for r in model.requests] == ["should_respond"]
     assert result.status is MemoryStatus.IGNORED and result.replies == []
     assert result.reason == "model decided IGNORE"
+
+
+async def test_should_respond_a_model_that_cannot_decide_leaves_the_room_quiet(
+    make_runtime,
+) -> None:
+    def fn(request: ModelRequest) -> str:
+        raise ModelFailure("model deadline of 45 s reached after 3 attempts: test: 500")
+
+    result = await make_runtime(FunctionModel(fn)).handle(group("anyone around?"))
+    assert result.status is MemoryStatus.IGNORED and result.replies == []
+    assert result.reason is not None
+    assert result.reason.startswith("not answered: the model could not decide (model deadline")
 
 
 async def test_should_respond_model_says_respond(make_runtime) -> None:
