@@ -192,6 +192,8 @@ class AgentRuntime:
         self.knowledge_report = await sync_character_knowledge(
             self.store, self.embedder, self.character
         )
+        # The model's library loads now (litellm: seconds), not inside the first turn's deadline.
+        await self.model.prepare()
         return await self.recover()
 
     async def search_ready(self) -> None:

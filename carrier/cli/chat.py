@@ -101,8 +101,7 @@ async def _chat(
         with working("loading the embedding model"):
             await load_embedder(embedder)
         with working(f"starting {character.name}"):
-            await runtime.start()
-            await runtime.model.prepare()  # not in the first turn's deadline
+            await runtime.start()  # the model's library loads here too
         author = Author(platform_id=user, name=user)
         channel = Channel(platform_id=f"terminal:{user}", name="terminal", kind=RoomKind.CLI)
         await _show_left(runtime, character.name, channel.platform_id)

@@ -154,3 +154,22 @@ async def test_runtime_forget_then_the_person_speaks_again(
         room = (await store.get_memories(agent_id=runtime.agent_id, limit=1))[0].room_id
         assert await store.list_participants(room) == [_entity_id(runtime)]
         await runtime.stop()
+
+
+async def test_runtime_start_gets_the_model_ready_before_the_first_turn(
+    tmp_path: Path, character: Character
+) -> None:
+    class Preparing(FunctionModel):
+        prepared = 0
+
+        async def prepare(self) -> None:
+            self.prepared += 1
+
+    model = Preparing(lambda r: xml("Noted."))
+    async with SQLiteStore(path=tmp_path / "carrier.db") as store:
+        runtime = AgentRuntime(
+            character=character, store=store, embedder=HashEmbedder(), model=model
+        )
+        await runtime.start()
+        assert model.prepared == 1  # litellm's import is not paid inside the first turn's deadline
+        await runtime.stop()
