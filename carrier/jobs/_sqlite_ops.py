@@ -1,5 +1,5 @@
 """The job store's SQL: the schema and the statements, each a plain function run whole on the
-store's thread (see :mod:`carrier.jobs._sqlite`).
+store's thread (see :mod:`carrier._sqlite_thread`).
 
 Each row keeps the whole record as JSON (``data``) plus the columns that queries filter on.
 """
@@ -13,8 +13,8 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
+from carrier._sqlite_thread import immediate
 from carrier.jobs import transitions as t
-from carrier.jobs._sqlite import immediate
 from carrier.jobs.errors import JobNotFound
 from carrier.jobs.model import Job, JobState
 from carrier.jobs.schedule import Schedule

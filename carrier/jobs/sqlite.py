@@ -4,7 +4,7 @@ It may share the main store's file (``<data_dir>/carrier.db``): it keeps its own
 own tables (``jobs``, ``schedules``) and its own schema version table (``jobs_schema_version``).
 Every change runs in a ``BEGIN IMMEDIATE`` transaction, which takes the file's write lock first,
 so a claim in one process and a claim in another are serialized and never hand out one job twice.
-Each call runs whole on the store's own thread (see :mod:`carrier.jobs._sqlite`).
+Each call runs whole on the store's own thread (see :mod:`carrier._sqlite_thread`).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from carrier._sqlite_thread import SQLiteThread
 from carrier.jobs import _sqlite_ops as ops
-from carrier.jobs._sqlite import SQLiteThread
 from carrier.jobs._sqlite_ops import JOBS_MIGRATIONS, JOBS_SCHEMA_VERSION
 from carrier.jobs.base import JobStore
 from carrier.jobs.clock import Clock, system_clock
@@ -43,6 +43,10 @@ class SQLiteJobStore(JobStore):
             version_table="jobs_schema_version",
             migrations=JOBS_MIGRATIONS,
             stamp=lambda: self.clock().isoformat(),
+            name="job store",
+            tables="job tables",
+            opener="SQLiteJobStore",
+            logger=logging.getLogger("carrier.jobs.sqlite"),
         )
 
     def __repr__(self) -> str:

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from carrier._sqlite_thread import SQLiteThread
 from carrier.errors import StoreError
 from carrier.jobs import ManualClock, SQLiteJobStore
-from carrier.jobs._sqlite import SQLiteThread
 from carrier.jobs.sqlite import JOBS_SCHEMA_VERSION
 from carrier.memory.sqlite import SQLiteStore
 from carrier.types import AgentRecord
@@ -63,7 +63,14 @@ async def test_migrations_are_logged_in_one_line(
     steps = [("CREATE TABLE t1 (x INTEGER)",)]
     for more in (steps, [*steps, ("CREATE TABLE t2 (x)",), ("CREATE TABLE t3 (x)",)]):
         thread = SQLiteThread(
-            path=path, version_table="t_version", migrations=more, stamp=lambda: "now"
+            path=path,
+            version_table="t_version",
+            migrations=more,
+            stamp=lambda: "now",
+            name="job store",
+            tables="job tables",
+            opener="SQLiteJobStore",
+            logger=logging.getLogger("carrier.jobs.sqlite"),
         )
         await thread.open()
         await thread.close()

@@ -1,4 +1,4 @@
-"""One SQLite connection on its own thread, for the job store.
+"""One SQLite connection on its own thread, for the job store and the audit log.
 
 Each store call sends one plain function to the thread, where it runs whole (a transaction
 included) and returns: one thread hop per call, where aiosqlite takes one per statement. That is
@@ -22,8 +22,6 @@ from carrier.install import upgrade_hint
 
 __all__ = ["SQLiteThread", "immediate"]
 
-logger = logging.getLogger("carrier.jobs.sqlite")
-
 P = ParamSpec("P")
 T = TypeVar("T")
 
@@ -46,7 +44,11 @@ def immediate(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
 
 
 class SQLiteThread:
-    """Owns a connection to ``path`` and the one thread that uses it."""
+    """Owns a connection to ``path`` and the one thread that uses it, and brings its tables to
+    the latest of ``migrations`` on open (the version kept in ``version_table``).
+
+    ``name`` says what it is in errors (``job store``), ``tables`` in migration messages (``job
+    tables``), ``opener`` how to open it (``SQLiteJobStore``)."""
 
     def __init__(
         self,
@@ -55,11 +57,17 @@ class SQLiteThread:
         version_table: str,
         migrations: Sequence[Sequence[str]],
         stamp: Callable[[], str],
+        name: str,
+        tables: str,
+        opener: str,
+        logger: logging.Logger,
     ) -> None:
         self.path = path
         self._version_table = version_table
         self._migrations = migrations
         self._stamp = stamp
+        self._name, self._tables, self._opener = name, tables, opener
+        self._log = logger
         self._db: sqlite3.Connection | None = None
         self._executor: ThreadPoolExecutor | None = None
         self._lock = asyncio.Lock()
@@ -69,7 +77,7 @@ class SQLiteThread:
         try:
             yield
         except sqlite3.Error as exc:
-            raise StoreError(f"job store {self.path}: {what} failed: {exc}") from exc
+            raise StoreError(f"{self._name} {self.path}: {what} failed: {exc}") from exc
 
     async def run(
         self,
@@ -83,8 +91,8 @@ class SQLiteThread:
         executor = self._executor
         if executor is None:
             raise StoreError(
-                f"job store {self.path} is not open; use `async with SQLiteJobStore(...)` "
-                "or await store.open() first"
+                f"{self._name} {self.path} is not open; use `async with {self._opener}(...)` "
+                "or await its open() first"
             )
 
         def call() -> T:
@@ -102,10 +110,10 @@ class SQLiteThread:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 raise StoreError(
-                    f"cannot create the directory of the job store {self.path}: {exc}; "
+                    f"cannot create the directory of the {self._name} {self.path}: {exc}; "
                     "set CARRIER_DATA_DIR to a writable directory"
                 ) from exc
-            executor = ThreadPoolExecutor(1, thread_name_prefix="carrier-jobs-sqlite")
+            executor = ThreadPoolExecutor(1, thread_name_prefix=f"carrier-{self._opener}")
             try:
                 await asyncio.get_running_loop().run_in_executor(executor, self._connect)
             except BaseException:
@@ -130,7 +138,7 @@ class SQLiteThread:
                 db.execute("PRAGMA journal_mode = WAL")
                 db.execute("PRAGMA synchronous = NORMAL")
                 db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-            with self.errors("migrating the job tables"):
+            with self.errors(f"migrating the {self._tables}"):
                 self._migrate(db)
         except BaseException:
             db.close()
@@ -152,7 +160,7 @@ class SQLiteThread:
             current = int(db.execute(f"SELECT MAX(version) FROM {table}").fetchone()[0] or 0)
             if current > latest:
                 raise StoreError(
-                    f"the job tables in {self.path} have schema version {current}, newer than "
+                    f"the {self._tables} in {self.path} have schema version {current}, newer than "
                     f"this Carrier supports ({latest}); {upgrade_hint()} "
                     "or point CARRIER_DATA_DIR elsewhere"
                 )
@@ -164,8 +172,8 @@ class SQLiteThread:
                     (version, self._stamp()),
                 )
         if current == 0:
-            logger.info("job tables in %s created at version %d", self.path, latest)
+            self._log.info("%s in %s created at version %d", self._tables, self.path, latest)
         elif current < latest:
-            logger.info(
-                "job tables in %s migrated from version %d to %d", self.path, current, latest
+            self._log.info(
+                "%s in %s migrated from version %d to %d", self._tables, self.path, current, latest
             )
