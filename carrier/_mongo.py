@@ -1,21 +1,25 @@
-"""Connecting to MongoDB from a URI, and driver errors as StoreErrors that name what failed and
-never show the password: shared by the MongoDB memory store and the MongoDB job store."""
+"""Connecting to MongoDB from a URI, the database a store works in (its client, opened with the
+store's migration, closed with it when the store made it), and driver errors as StoreErrors that
+name what failed and never show the password: shared by the MongoDB memory store, job store and
+audit log."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+import asyncio
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from bson.errors import BSONError
 from pymongo import AsyncMongoClient
+from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import OperationFailure, PyMongoError, ServerSelectionTimeoutError
 
 from carrier.errors import ConfigError, StoreError
 
-__all__ = ["DEFAULT_DATABASE", "Connection", "connection", "translated"]
+__all__ = ["DEFAULT_DATABASE", "Connection", "MongoHandle", "connection", "translated"]
 
 DEFAULT_DATABASE = "carrier"
 """The database used when the URI names none."""
@@ -107,3 +111,81 @@ def translated(
     except _DRIVER_ERRORS as exc:
         message = _scrub(_describe(exc), secret)
         raise StoreError(f"{store} {where}: {what} failed: {message}") from exc
+
+
+class MongoHandle:
+    """The one MongoDB database a store works in.
+
+    Takes an ``AsyncMongoClient`` the caller owns (and closes), or, through :meth:`from_url`,
+    makes its own: closed by :meth:`close`, made anew by a later :meth:`open`. ``store`` names the
+    store in errors (``MongoDB job store``), ``opener`` says how to open it (``MongoJobStore``).
+    """
+
+    def __init__(
+        self, client: AsyncMongoClient[Document], database: str, *, store: str, opener: str
+    ) -> None:
+        self.database = database
+        self.store, self.opener = store, opener
+        self._client: AsyncMongoClient[Document] | None = client
+        seeds = sorted(client.topology_description.server_descriptions())
+        self.where = f"mongodb://{','.join(f'{h}:{p}' for h, p in seeds)}/{database}"
+        """``scheme://hosts/database``: safe to show."""
+        self._make_client: Callable[[], AsyncMongoClient[Document]] | None = None
+        """Set when the handle owns its client: closed by close(), made anew by open()."""
+        self._secret: str | None = None
+        self._db: AsyncDatabase[Document] | None = None
+        self._lock = asyncio.Lock()
+
+    @classmethod
+    def from_url(cls, url: str, *, appname: str, store: str, opener: str) -> MongoHandle:
+        """A handle on the database a MongoDB URI names (default ``carrier``), with a client of
+        its own; nothing is connected until :meth:`open`."""
+        conn = connection(url, appname=appname)
+        handle = cls(conn.client(), conn.database, store=store, opener=opener)
+        handle.where, handle._make_client, handle._secret = conn.where, conn.client, conn.secret
+        return handle
+
+    @property
+    def is_open(self) -> bool:
+        return self._db is not None
+
+    async def open(self, prepare: Callable[[AsyncDatabase[Document]], Awaitable[None]]) -> bool:
+        """Connect and run ``prepare(db)`` (the store's migration and checks); True when this
+        call opened it, False when it was open already. A failed open closes a client it made."""
+        async with self._lock:
+            if self._db is not None:
+                return False
+            if self._client is None:  # reopening after close(): only an owned client is dropped
+                assert self._make_client is not None
+                self._client = self._make_client()
+            db = self._client[self.database]
+            try:
+                with self.errors("opening"):
+                    await prepare(db)
+            except BaseException:
+                await self.close()
+                raise
+            self._db = db
+            return True
+
+    async def close(self) -> None:
+        """Forget the database; close the client if the handle made it. Safe to call twice."""
+        self._db = None
+        client = self._client
+        if client is not None and self._make_client is not None:  # only a client it made
+            self._client = None
+            with self.errors("closing"):
+                await client.close()
+
+    def errors(self, what: str) -> AbstractContextManager[None]:
+        """Driver errors in the block as ``StoreError``s naming ``what`` failed, no password."""
+        return translated(self.where, what, self._secret, store=self.store)
+
+    def db(self) -> AsyncDatabase[Document]:
+        """The open database; a :class:`StoreError` saying how to open it otherwise."""
+        if self._db is None:
+            raise StoreError(
+                f"{self.store} {self.where} is not open; use `async with "
+                f"{self.opener}.from_url(...)` or await its open() first"
+            )
+        return self._db

@@ -12,9 +12,7 @@ else with the URI too.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -23,7 +21,7 @@ from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import CollectionInvalid, OperationFailure
 
-from carrier._mongo import connection, translated
+from carrier._mongo import DEFAULT_DATABASE, MongoHandle
 from carrier.audit.base import AuditLog
 from carrier.audit.model import AuditEvent, AuditFilter, micros
 from carrier.errors import StoreError
@@ -49,6 +47,10 @@ INDEXES = (
 )
 
 
+STORE = "MongoDB audit log"
+"""How errors name this store."""
+
+
 class MongoAuditLog(AuditLog):
     """The audit log in one MongoDB database.
 
@@ -56,59 +58,47 @@ class MongoAuditLog(AuditLog):
     :meth:`from_url` (closed by :meth:`close`, made anew by a later :meth:`open`).
     """
 
-    def __init__(self, *, client: AsyncMongoClient[Document], database: str) -> None:
+    def __init__(
+        self,
+        *,
+        client: AsyncMongoClient[Document] | None = None,
+        database: str = DEFAULT_DATABASE,
+        handle: MongoHandle | None = None,
+    ) -> None:
         super().__init__()
-        self.database = database
-        self._client: AsyncMongoClient[Document] | None = client
-        seeds = sorted(client.topology_description.server_descriptions())
-        self._where = f"mongodb://{','.join(f'{h}:{p}' for h, p in seeds)}/{database}"
-        self._make_client: Callable[[], AsyncMongoClient[Document]] | None = None
-        self._secret: str | None = None
-        self._db: AsyncDatabase[Document] | None = None
-        self._lock = asyncio.Lock()
+        if handle is None:
+            if client is None:
+                raise TypeError("MongoAuditLog needs a client (or use MongoAuditLog.from_url)")
+            handle = MongoHandle(client, database, store=STORE, opener="MongoAuditLog")
+        self._mongo = handle
 
     def __repr__(self) -> str:
-        return f"MongoAuditLog({self._where!r})"
+        return f"MongoAuditLog({self._mongo.where!r})"
+
+    @property
+    def database(self) -> str:
+        return self._mongo.database
 
     @classmethod
     def from_url(cls, url: str) -> MongoAuditLog:
         """A log from a MongoDB URI; the database is the URI's path (default ``carrier``).
         Nothing is connected until :meth:`open`."""
-        conn = connection(url, appname="carrier-audit")
-        audit = cls(client=conn.client(), database=conn.database)
-        audit._where = conn.where
-        audit._make_client = conn.client
-        audit._secret = conn.secret
-        return audit
+        return cls(
+            handle=MongoHandle.from_url(
+                url, appname="carrier-audit", store=STORE, opener="MongoAuditLog"
+            )
+        )
 
     # -- lifecycle -------------------------------------------------------------------------
     async def open(self) -> None:
-        async with self._lock:
-            if self._db is not None:
-                return
-            if self._client is None:
-                assert self._make_client is not None
-                self._client = self._make_client()
-            db = self._client[self.database]
-            try:
-                with self._errors("opening"):
-                    await self._migrate(db)
-            except BaseException:
-                await self.close()
-                raise
-            self._db = db
+        await self._mongo.open(self._migrate)
 
     async def close(self) -> None:
-        self._db = None
-        client = self._client
-        if client is not None and self._make_client is not None:  # only a client it made
-            self._client = None
-            with self._errors("closing"):
-                await client.close()
+        await self._mongo.close()
 
     async def schema_version(self) -> int:
         with self._errors("reading the schema version"):
-            doc = await self._database()["meta"].find_one({"_id": SCHEMA_DOC})
+            doc = await self._mongo.db()["meta"].find_one({"_id": SCHEMA_DOC})
         return int(doc["version"]) if doc is not None else 0
 
     # -- primitives ------------------------------------------------------------------------
@@ -162,25 +152,17 @@ class MongoAuditLog(AuditLog):
 
     # -- plumbing --------------------------------------------------------------------------
     def _errors(self, what: str) -> AbstractContextManager[None]:
-        return translated(self._where, what, self._secret, store="MongoDB audit log")
-
-    def _database(self) -> AsyncDatabase[Document]:
-        if self._db is None:
-            raise StoreError(
-                f"MongoDB audit log {self._where} is not open; use `async with "
-                "MongoAuditLog.from_url(...)` or await audit.open() first"
-            )
-        return self._db
+        return self._mongo.errors(what)
 
     def _events(self) -> AsyncCollection[Document]:
-        return self._database()[COLLECTION]
+        return self._mongo.db()[COLLECTION]
 
     async def _migrate(self, db: AsyncDatabase[Document]) -> None:
         doc = await db["meta"].find_one({"_id": SCHEMA_DOC})
         current = int(doc["version"]) if doc is not None else 0
         if current > AUDIT_SCHEMA_VERSION:
             raise StoreError(
-                f"the MongoDB audit log {self._where} has schema version {current}, newer than "
+                f"the {STORE} {self._mongo.where} has schema version {current}, newer than "
                 f"this Carrier supports ({AUDIT_SCHEMA_VERSION}); {upgrade_hint()} "
                 "or point CARRIER_MONGODB_URI at another database"
             )
@@ -201,6 +183,6 @@ class MongoAuditLog(AuditLog):
             )
             log.info(
                 "MongoDB audit log %s migrated to schema version %d",
-                self._where,
+                self._mongo.where,
                 AUDIT_SCHEMA_VERSION,
             )

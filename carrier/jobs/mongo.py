@@ -22,7 +22,6 @@ The document layout is described in ``_mongo_codec.py``.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
@@ -31,10 +30,9 @@ from typing import Any
 
 from pymongo import AsyncMongoClient, ReturnDocument
 from pymongo.asynchronous.collection import AsyncCollection
-from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
-from carrier._mongo import DEFAULT_DATABASE, connection, translated
+from carrier._mongo import DEFAULT_DATABASE, MongoHandle
 from carrier.errors import StoreError
 from carrier.jobs import _mongo_claim as claiming
 from carrier.jobs import _mongo_codec as codec
@@ -56,6 +54,10 @@ another writer changed the document, so running out means a job changed under ev
 Document = dict[str, Any]
 
 
+STORE = "MongoDB job store"
+"""How errors name this store."""
+
+
 class MongoJobStore(JobStore):
     """The JobStore in one MongoDB database.
 
@@ -66,23 +68,24 @@ class MongoJobStore(JobStore):
     def __init__(
         self,
         *,
-        client: AsyncMongoClient[Document],
-        database: str,
+        client: AsyncMongoClient[Document] | None = None,
+        database: str = DEFAULT_DATABASE,
         clock: Clock = system_clock,
+        handle: MongoHandle | None = None,
     ) -> None:
         super().__init__(clock=clock)
-        self.database = database
-        self._client: AsyncMongoClient[Document] | None = client
-        seeds = sorted(client.topology_description.server_descriptions())
-        self._where = f"mongodb://{','.join(f'{h}:{p}' for h, p in seeds)}/{database}"
-        self._make_client: Callable[[], AsyncMongoClient[Document]] | None = None
-        """Set when the store owns its client: closed by close(), made anew by open()."""
-        self._secret: str | None = None
-        self._db: AsyncDatabase[Document] | None = None
-        self._lock = asyncio.Lock()
+        if handle is None:
+            if client is None:
+                raise TypeError("MongoJobStore needs a client (or use MongoJobStore.from_url)")
+            handle = MongoHandle(client, database, store=STORE, opener="MongoJobStore")
+        self._mongo = handle
 
     def __repr__(self) -> str:
-        return f"MongoJobStore({self._where!r})"
+        return f"MongoJobStore({self._mongo.where!r})"
+
+    @property
+    def database(self) -> str:
+        return self._mongo.database
 
     @classmethod
     def from_url(cls, url: str, *, clock: Clock = system_clock) -> MongoJobStore:
@@ -90,58 +93,31 @@ class MongoJobStore(JobStore):
 
         Nothing is connected until :meth:`open`.
         """
-        conn = connection(url, appname="carrier-jobs")
-        store = cls(client=conn.client(), database=conn.database, clock=clock)
-        store._where = conn.where
-        store._make_client = conn.client
-        store._secret = conn.secret
-        return store
+        handle = MongoHandle.from_url(
+            url, appname="carrier-jobs", store=STORE, opener="MongoJobStore"
+        )
+        return cls(handle=handle, clock=clock)
 
     # -- lifecycle -------------------------------------------------------------------------
     async def open(self) -> None:
-        async with self._lock:
-            if self._db is not None:
-                return
-            if self._client is None:  # reopening after close(): only an owned client is dropped
-                assert self._make_client is not None
-                self._client = self._make_client()
-            db = self._client[self.database]
-            try:
-                with self._errors("opening"):
-                    await migrate(db, self._where)
-            except BaseException:
-                await self.close()  # a client it made does not outlive a failed open
-                raise
-            self._db = db
+        where = self._mongo.where
+        await self._mongo.open(lambda db: migrate(db, where))
 
     async def close(self) -> None:
-        self._db = None
-        client = self._client
-        if client is not None and self._make_client is not None:  # only a client it made
-            self._client = None
-            with self._errors("closing"):
-                await client.close()
+        await self._mongo.close()
 
     async def schema_version(self) -> int:
-        db = self._database()
+        db = self._mongo.db()
         with self._errors("reading the schema version"):
             return await stored_version(db)
 
     # -- plumbing --------------------------------------------------------------------------
     def _errors(self, what: str) -> AbstractContextManager[None]:
         """Driver errors as ``StoreError``s naming ``what`` failed, with no password in them."""
-        return translated(self._where, what, self._secret, store="MongoDB job store")
-
-    def _database(self) -> AsyncDatabase[Document]:
-        if self._db is None:
-            raise StoreError(
-                f"MongoDB job store {self._where} is not open; use `async with "
-                "MongoJobStore.from_url(...)` or await store.open() first"
-            )
-        return self._db
+        return self._mongo.errors(what)
 
     def _col(self, name: str) -> AsyncCollection[Document]:
-        return self._database()[name]
+        return self._mongo.db()[name]
 
     # -- jobs ------------------------------------------------------------------------------
     async def _insert(self, job: Job) -> Job:
@@ -176,7 +152,7 @@ class MongoJobStore(JobStore):
                 if written.matched_count:
                     return job
         raise StoreError(
-            f"MongoDB job store {self._where}: updating job {job_id} failed: it changed under "
+            f"{STORE} {self._mongo.where}: updating job {job_id} failed: it changed under "
             f"each of {WRITE_ATTEMPTS} attempts; try again"
         )
 
@@ -293,7 +269,7 @@ class MongoJobStore(JobStore):
                 if written.matched_count:
                     return stored
         raise StoreError(
-            f"MongoDB job store {self._where}: saving schedule {schedule.name!r} failed: it "
+            f"{STORE} {self._mongo.where}: saving schedule {schedule.name!r} failed: it "
             f"changed under each of {WRITE_ATTEMPTS} attempts; try again"
         )
 

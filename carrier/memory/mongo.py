@@ -24,11 +24,10 @@ search uses a text index where the server has them (:attr:`MongoStore.supports_t
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractContextManager, suppress
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -40,7 +39,7 @@ from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
-from carrier._mongo import DEFAULT_DATABASE, connection, translated
+from carrier._mongo import DEFAULT_DATABASE, MongoHandle
 from carrier.errors import StoreError
 from carrier.memory import _mongo_codec as codec
 from carrier.memory import _mongo_search as search
@@ -86,6 +85,10 @@ _VECTOR_INDEX_RECHECK_S = 10.0
 Document = dict[str, Any]
 
 
+STORE = "MongoDB store"
+"""How errors name this store."""
+
+
 class MongoStore(RankedSearch, Store):
     """The Store in one MongoDB database.
 
@@ -93,16 +96,18 @@ class MongoStore(RankedSearch, Store):
     :meth:`from_url` (closed by :meth:`close`, made anew by a later :meth:`open`).
     """
 
-    def __init__(self, *, client: AsyncMongoClient[Document], database: str) -> None:
-        self.database = database
-        self._client: AsyncMongoClient[Document] | None = client
-        seeds = sorted(client.topology_description.server_descriptions())
-        self._where = f"mongodb://{','.join(f'{h}:{p}' for h, p in seeds)}/{database}"
-        self._make_client: Callable[[], AsyncMongoClient[Document]] | None = None
-        """Set when the store owns its client: closed by close(), made anew by open()."""
-        self._secret: str | None = None
-        self._db: AsyncDatabase[Document] | None = None
-        self._lock = asyncio.Lock()
+    def __init__(
+        self,
+        *,
+        client: AsyncMongoClient[Document] | None = None,
+        database: str = DEFAULT_DATABASE,
+        handle: MongoHandle | None = None,
+    ) -> None:
+        if handle is None:
+            if client is None:
+                raise TypeError("MongoStore needs a client (or use MongoStore.from_url)")
+            handle = MongoHandle(client, database, store=STORE, opener="MongoStore")
+        self._mongo = handle
         self.supports_vector_search: bool | None = None
         """Whether the server runs ``$vectorSearch``; ``None`` until :meth:`open`."""
         self.supports_text_search: bool | None = None
@@ -119,7 +124,11 @@ class MongoStore(RankedSearch, Store):
         """Change log entries applied, until they are older than any later poll looks."""
 
     def __repr__(self) -> str:
-        return f"MongoStore({self._where!r})"
+        return f"MongoStore({self._mongo.where!r})"
+
+    @property
+    def database(self) -> str:
+        return self._mongo.database
 
     @classmethod
     def from_url(cls, url: str) -> MongoStore:
@@ -127,62 +136,40 @@ class MongoStore(RankedSearch, Store):
 
         Nothing is connected until :meth:`open`.
         """
-        conn = connection(url, appname="carrier")
-        store = cls(client=conn.client(), database=conn.database)
-        store._where = conn.where
-        store._make_client = conn.client
-        store._secret = conn.secret
-        return store
+        return cls(
+            handle=MongoHandle.from_url(url, appname="carrier", store=STORE, opener="MongoStore")
+        )
 
     # -- lifecycle -------------------------------------------------------------------------
     async def open(self) -> None:
-        async with self._lock:
-            if self._db is not None:
-                return
-            if self._client is None:  # reopening after close(): only an owned client is dropped
-                assert self._make_client is not None
-                self._client = self._make_client()
-            db = self._client[self.database]
-            try:
-                with self._errors("opening"):
-                    await migrate(db, self._where)
-                    self.supports_vector_search = await detect_vector_search(db)
-                    self.supports_text_search = await detect_text_search(db)
-            except BaseException:
-                await self.close()  # a client it made does not outlive a failed open
-                raise
-            self._db = db
-            if not self.supports_vector_search:
-                self.vectors = VectorIndex(load=self._load_vectors, count=self._count_vectors)
-            logger.debug(
-                "MongoStore %s open (vector search: %s, text search: %s)",
-                self._where,
-                self.supports_vector_search,
-                self.supports_text_search,
-            )
+        if not await self._mongo.open(self._prepare):
+            return
+        if not self.supports_vector_search:
+            self.vectors = VectorIndex(load=self._load_vectors, count=self._count_vectors)
+        logger.debug(
+            "MongoStore %s open (vector search: %s, text search: %s)",
+            self._mongo.where,
+            self.supports_vector_search,
+            self.supports_text_search,
+        )
+
+    async def _prepare(self, db: AsyncDatabase[Document]) -> None:
+        await migrate(db, self._mongo.where)
+        self.supports_vector_search = await detect_vector_search(db)
+        self.supports_text_search = await detect_text_search(db)
 
     async def close(self) -> None:
         vectors, self.vectors = self.vectors, None
         if vectors is not None:
             await vectors.close()
-        self._db = None
-        client = self._client
-        if client is not None and self._make_client is not None:  # only a client it made
-            self._client = None
-            with self._errors("closing"):
-                await client.close()
+        await self._mongo.close()
 
     # -- plumbing --------------------------------------------------------------------------
     def _errors(self, what: str) -> AbstractContextManager[None]:
-        return translated(self._where, what, self._secret)
+        return self._mongo.errors(what)
 
     def _col(self, name: str) -> AsyncCollection[Document]:
-        if self._db is None:
-            raise StoreError(
-                f"MongoDB store {self._where} is not open; use `async with MongoStore...` "
-                "or await store.open() first"
-            )
-        return self._db[name]
+        return self._mongo.db()[name]
 
     async def _find(
         self,
@@ -284,7 +271,7 @@ class MongoStore(RankedSearch, Store):
                 if result.matched_count:
                     return
         raise StoreError(
-            f"MongoDB store {self._where}: saving entity {entity.id} failed: it kept changing "
+            f"{STORE} {self._mongo.where}: saving entity {entity.id} failed: it kept changing "
             f"under {_MERGE_ATTEMPTS} attempts to merge its names"
         )
 
@@ -368,7 +355,7 @@ class MongoStore(RankedSearch, Store):
                 stored = await col.find_one({"_id": memory.id})
                 if stored is None:  # pragma: no cover - deleted between the two statements
                     raise StoreError(
-                        f"MongoDB store {self._where}: memory {memory.id} vanished on insert"
+                        f"{STORE} {self._mongo.where}: memory {memory.id} vanished on insert"
                     ) from None
                 return codec.memory_from_doc(stored)
         self._index_memory(memory)
@@ -475,7 +462,7 @@ class MongoStore(RankedSearch, Store):
                 )
             except ValueError as exc:
                 raise StoreError(
-                    f"MongoDB store {self._where}: searching memories failed: a stored "
+                    f"{STORE} {self._mongo.where}: searching memories failed: a stored "
                     f"{embedding_model} vector is unreadable: {exc}"
                 ) from exc
 

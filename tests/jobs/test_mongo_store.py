@@ -165,7 +165,7 @@ async def test_mongo_renewal_bumps_the_version_so_a_racing_write_reads_again(
     mongo_jobs: MongoJobStore, clock: ManualClock
 ) -> None:
     job = await claimed(mongo_jobs)
-    db = mongo_jobs._database()
+    db = mongo_jobs._mongo.db()
     before = (await db["jobs"].find_one({"_id": job.id}))["v"]  # type: ignore[index]
     clock.advance(5)
     await mongo_jobs.heartbeat(job.id, "w1", lease_s=LEASE)
