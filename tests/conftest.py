@@ -10,6 +10,14 @@ from pathlib import Path
 
 import pytest
 
+# The MongoDB servers of the whole session, defined once (see tests/mongo_servers.py).
+from tests.mongo_servers import (  # noqa: F401 - fixtures
+    mongo_compatible_server,
+    mongo_real_server,
+    mongo_vector_search_proxy,
+    mongo_vector_search_server,
+)
+
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

@@ -17,11 +17,6 @@ import pytest
 
 from carrier.doctor import Report, run_doctor
 from tests.llm.openai_server import FakeOpenAIServer
-from tests.memory.conftest import (  # noqa: F401 - the MongoDB servers of the memory tests
-    mongo_compatible_server,
-    mongo_vector_search_proxy,
-    mongo_vector_search_server,
-)
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -9,7 +9,7 @@ import pytest
 
 from carrier.memory.mongo import MongoStore
 from tests.doctor.conftest import World
-from tests.memory.conftest import MongoServer
+from tests.mongo_servers import MongoServer
 
 
 @pytest.fixture

@@ -25,12 +25,7 @@ from typing import ClassVar
 import pytest
 
 from carrier.jobs import Backoff, Job, JobStore, ManualClock, SQLiteJobStore
-from tests.memory.conftest import (  # the session's MongoDB servers, shared with tests/memory
-    TEST_MONGODB_URI_ENV,
-    MongoServer,
-    mongo_compatible_server,  # noqa: F401
-    mongo_real_server,  # noqa: F401
-)
+from tests.mongo_servers import TEST_MONGODB_URI_ENV, MongoServer
 
 T0 = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
 

@@ -18,7 +18,7 @@ from carrier.memory.mongo import SCHEMA_VERSION as MEMORY_SCHEMA_VERSION
 from carrier.memory.mongo import MongoStore
 from carrier.types import AgentRecord
 from tests.jobs.conftest import LEASE, T0, MongoJobFactory, at, claimed
-from tests.memory.conftest import _free_loopback_port
+from tests.mongo_servers import _free_loopback_port
 
 
 @pytest.fixture

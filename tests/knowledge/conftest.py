@@ -14,14 +14,9 @@ from carrier.character import Character, load_character
 from carrier.memory.fake import HashEmbedder
 from carrier.memory.sqlite import SQLiteStore
 
-# The MongoDB fixtures of the store contract suite, to run one ingest test on every backend.
-from tests.memory.conftest import (  # noqa: F401
-    mongo_compatible_server,
-    mongo_real_server,
-    mongo_vector_search_proxy,
-    mongo_vector_search_server,
-    store_factory,
-)
+# The store contract suite's factories, to run one ingest test on every backend (the MongoDB
+# servers are the session's, from tests/conftest.py).
+from tests.memory.conftest import store_factory  # noqa: F401
 
 
 class CountingEmbedder(HashEmbedder):

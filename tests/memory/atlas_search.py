@@ -115,7 +115,11 @@ class VectorSearchProxy:
 
     # -- the wire ------------------------------------------------------------------------------
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        up_reader, up_writer = await asyncio.open_connection(*self.upstream)
+        try:
+            up_reader, up_writer = await asyncio.open_connection(*self.upstream)
+        except OSError:  # the server behind is gone: the client sees its connection close
+            writer.close()
+            return
         back = asyncio.create_task(self._pump(up_reader, writer))
         try:
             while True:

@@ -19,7 +19,7 @@ from carrier.memory import _mongo_codec as codec
 from carrier.memory._mongo_schema import COLLECTIONS, INDEXES
 from carrier.memory.mongo import DEFAULT_DATABASE, MongoStore
 from carrier.types import Content, Entity, Memory, MemoryKind
-from tests.memory.conftest import TEST_MONGODB_URI_ENV, MongoServer, _free_loopback_port
+from tests.mongo_servers import TEST_MONGODB_URI_ENV, MongoServer, _free_loopback_port
 
 T0 = datetime(2024, 5, 1, 12, 0, 0, 123456, tzinfo=UTC)
 SERVERS = ["mongo_compatible_server"]

@@ -15,7 +15,7 @@ from carrier.memory import _mongo_search as search
 from carrier.memory import mongo as mongo_module
 from carrier.memory.mongo import MongoStore
 from carrier.types import Content, Memory
-from tests.memory.conftest import MongoServer
+from tests.mongo_servers import MongoServer
 
 MODEL = "m:3"
 

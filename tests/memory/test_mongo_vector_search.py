@@ -17,7 +17,7 @@ from carrier.memory import _mongo_search as search
 from carrier.memory import mongo as mongo_module
 from carrier.memory.mongo import MongoStore
 from carrier.types import Content, Memory, MemoryKind
-from tests.memory.conftest import ProxiedMongoServer
+from tests.mongo_servers import ProxiedMongoServer
 
 MODEL = "m:3"
 T0 = datetime(2025, 3, 1, tzinfo=UTC)

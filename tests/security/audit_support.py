@@ -17,14 +17,9 @@ from typing import Any
 import pytest
 
 from carrier.audit import AuditLog, SQLiteAuditLog
-from tests.memory.conftest import (  # the session's MongoDB servers
-    TEST_MONGODB_URI_ENV,
-    MongoServer,
-    mongo_compatible_server,
-    mongo_real_server,
-)
+from tests.mongo_servers import TEST_MONGODB_URI_ENV, MongoServer
 
-__all__ = ["AuditFactory", "audit", "audit_factory", "mongo_compatible_server", "mongo_real_server"]
+__all__ = ["AuditFactory", "audit", "audit_factory"]
 
 
 class AuditFactory:

@@ -19,6 +19,4 @@ from tests.security._tools_world import world  # noqa: F401 - fixture
 from tests.security.audit_support import (  # noqa: F401 - fixtures
     audit,
     audit_factory,
-    mongo_compatible_server,
-    mongo_real_server,
 )
