@@ -52,6 +52,10 @@ COMMANDS: dict[str, LazyCommand] = {
         "carrier.cli.doctor:doctor",
         "Check a deployment end to end and say how to fix what fails (exit 1 if anything fails).",
     ),
+    "health": LazyCommand(
+        "carrier.cli.health:health",
+        "Check that Carrier runs here, for healthchecks: exit 0 when healthy, 1 when not.",
+    ),
 }
 
 
