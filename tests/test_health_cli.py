@@ -19,6 +19,7 @@ import pytest
 
 from carrier.jobs.clock import ManualClock
 from carrier.types import utcnow
+from tests.mongo_servers import MongoServer
 
 ROOT = Path(__file__).resolve().parents[1]
 HOST = socket.gethostname()
@@ -258,3 +259,32 @@ async def test_health_worker_id_names_exactly_one_worker(tmp_path: Path) -> None
     eight = carrier_health("--worker", data_dir=data_dir, env={"CARRIER_WORKER_ID": "w-8"})
     assert eight.returncode == 1
     assert "no lease worker:w-8 in SQLite" in eight.stdout
+
+
+async def test_health_worker_reads_the_mongodb_fleet_store(
+    tmp_path: Path, mongo_compatible_server: MongoServer
+) -> None:
+    from carrier.fleet.mongo import MongoFleetStore
+
+    with mongo_compatible_server.fresh_database() as database:
+        uri = mongo_compatible_server.database_uri(database)
+        env = {"CARRIER_MONGODB_URI": uri}
+        none = carrier_health("--worker", data_dir=tmp_path / "data", env=env)
+        assert none.returncode == 1, none.stdout + none.stderr
+        assert "in the MongoDB store (CARRIER_MONGODB_URI)" in none.stdout
+
+        async with MongoFleetStore.from_url(uri) as fleet:
+            assert await fleet.acquire(f"worker:{HOST}-31", owner=f"{HOST}-31", ttl_s=3600)
+        alive = carrier_health("--worker", data_dir=tmp_path / "data", env=env)
+        assert alive.returncode == 0, alive.stdout + alive.stderr
+        assert alive.stdout.startswith(f"ok: worker:{HOST}-31 renewed ")
+
+
+def test_health_worker_with_a_store_that_does_not_answer_exits_1(tmp_path: Path) -> None:
+    with socket.socket() as bound:  # nothing listens: the store cannot be reached
+        bound.bind(("127.0.0.1", 0))
+        port = bound.getsockname()[1]
+        env = {"CARRIER_MONGODB_URI": f"mongodb://127.0.0.1:{port}/carrier"}
+        result = carrier_health("--worker", "--timeout", "1", data_dir=tmp_path, env=env)
+    assert result.returncode == 1
+    assert result.stdout.strip() == "unhealthy: the store did not answer within 1 s"
