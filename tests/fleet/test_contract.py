@@ -1,4 +1,5 @@
-"""The FleetStore contract: every backend in ``conftest.FLEET_FACTORIES`` passes it."""
+"""The FleetStore contract: every backend in ``conftest.FLEET_FACTORIES`` passes it, and the
+tests of following the change log run on each of ``conftest.FEED_FACTORIES``."""
 
 from __future__ import annotations
 
@@ -188,14 +189,14 @@ async def test_an_empty_log(fleet: FleetStore) -> None:
     assert await fleet.changes(0) == []
 
 
-async def test_changes_in_order_after_a_seq(fleet: FleetStore, clock: ManualClock) -> None:
-    await fleet.add_revision("harbor", character("Harbor"), source=RevisionSource.FILE)
+async def test_changes_in_order_after_a_seq(feed: FleetStore, clock: ManualClock) -> None:
+    await feed.add_revision("harbor", character("Harbor"), source=RevisionSource.FILE)
     clock.advance(1)
-    await fleet.set_desired("harbor", RUNNING)
+    await feed.set_desired("harbor", RUNNING)
     clock.advance(1)
-    config = await fleet.append_change(ChangeKind.CLIENT_CONFIG, detail={"client": "discord"})
-    bare = await fleet.append_change(ChangeKind.CLIENT_CONFIG, "harbor")
-    changes = await fleet.changes(0)
+    config = await feed.append_change(ChangeKind.CLIENT_CONFIG, detail={"client": "discord"})
+    bare = await feed.append_change(ChangeKind.CLIENT_CONFIG, "harbor")
+    changes = await feed.changes(0)
     assert [c.kind for c in changes] == [
         ChangeKind.CHARACTER,
         ChangeKind.DESIRED,
@@ -210,37 +211,37 @@ async def test_changes_in_order_after_a_seq(fleet: FleetStore, clock: ManualCloc
     assert changes[2:] == [config, bare]
     assert (config.agent_id, config.detail) == (None, {"client": "discord"})
     assert (bare.agent_id, bare.detail) == ("harbor", {})
-    assert await fleet.latest_seq() == bare.seq
-    assert await fleet.changes(seqs[1]) == changes[2:]
-    assert await fleet.changes(seqs[0], limit=2) == changes[1:3]
-    assert await fleet.changes(bare.seq) == []
+    assert await feed.latest_seq() == bare.seq
+    assert await feed.changes(seqs[1]) == changes[2:]
+    assert await feed.changes(seqs[0], limit=2) == changes[1:3]
+    assert await feed.changes(bare.seq) == []
 
 
-async def test_wait_changes_returns_what_is_there_at_once(fleet: FleetStore) -> None:
-    change = await fleet.append_change(ChangeKind.DESIRED, "harbor")
-    found = await asyncio.wait_for(fleet.wait_changes(0, wait_s=60), BOUND_S)
+async def test_wait_changes_returns_what_is_there_at_once(feed: FleetStore) -> None:
+    change = await feed.append_change(ChangeKind.DESIRED, "harbor")
+    found = await asyncio.wait_for(feed.wait_changes(0, wait_s=60), BOUND_S)
     assert found == [change]
 
 
-async def test_wait_changes_is_empty_after_the_wait(fleet: FleetStore) -> None:
-    await fleet.append_change(ChangeKind.DESIRED, "harbor")
-    assert await fleet.wait_changes(await fleet.latest_seq(), wait_s=0.05) == []
-    assert await fleet.wait_changes(await fleet.latest_seq(), wait_s=0) == []
+async def test_wait_changes_is_empty_after_the_wait(feed: FleetStore) -> None:
+    await feed.append_change(ChangeKind.DESIRED, "harbor")
+    assert await feed.wait_changes(await feed.latest_seq(), wait_s=0.05) == []
+    assert await feed.wait_changes(await feed.latest_seq(), wait_s=0) == []
 
 
-async def test_a_writer_in_another_task_wakes_a_waiter(fleet: FleetStore) -> None:
-    seen = await fleet.latest_seq()
-    waiter = asyncio.create_task(fleet.wait_changes(seen, wait_s=60))
+async def test_a_writer_in_another_task_wakes_a_waiter(feed: FleetStore) -> None:
+    seen = await feed.latest_seq()
+    waiter = asyncio.create_task(feed.wait_changes(seen, wait_s=60))
     await asyncio.sleep(0.01)
-    written = await fleet.set_desired("harbor", RUNNING)
+    written = await feed.set_desired("harbor", RUNNING)
     found = await asyncio.wait_for(waiter, BOUND_S)
     assert [(c.kind, c.agent_id) for c in found] == [(ChangeKind.DESIRED, written.agent_id)]
 
 
 async def test_a_writer_on_another_connection_wakes_a_waiter(
-    fleet_factory: FleetFactory, clock: ManualClock
+    feed_factory: FleetFactory, clock: ManualClock
 ) -> None:
-    async with fleet_factory.new_store(clock) as follower, fleet_factory.new_store(clock) as writer:
+    async with feed_factory.new_store(clock) as follower, feed_factory.new_store(clock) as writer:
         seen = await follower.latest_seq()
         waiter = asyncio.create_task(follower.wait_changes(seen, wait_s=60))
         await asyncio.sleep(0.01)
