@@ -20,13 +20,15 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from carrier.agents.follow import Follower
 from carrier.errors import CarrierError, ConfigError
+from carrier.fleet.presence import Presence, process_id
 from carrier.local_token import admin_token, console_invitation
 from carrier.ports import port_problem
 from carrier.secret_key import ensure_secret_key
@@ -34,6 +36,8 @@ from carrier.settings import Settings
 
 if TYPE_CHECKING:
     from carrier.agents import AgentManager, AgentStatus
+    from carrier.agents.imports import Prefer
+    from carrier.fleet.base import FleetStore
     from carrier.memory.embedder import Embedder
 
 Progress = Callable[[str], AbstractContextManager[None]]
@@ -86,8 +90,14 @@ async def run_main(
     host: str = "127.0.0.1",
     port: int = 8000,
     progress: Progress = _silent,
+    prefer: Prefer | None = None,
 ) -> int:
-    """Returns the process exit code. ``progress(message)`` wraps each slow step."""
+    """Returns the process exit code. ``progress(message)`` wraps each slow step.
+
+    The character files are imported into the store (:mod:`carrier.agents.imports`), then every
+    agent whose desired state is running runs, however it was created, and the process follows
+    the change log (:class:`~carrier.agents.follow.Follower`) until stopped. Without the API this
+    is the worker of a web + worker deployment."""
     from carrier.agents import AgentManager
     from carrier.assemble import default_embedder, offline_summary, open_store
     from carrier.audit.host import HostAudit, open_host_audit
@@ -104,8 +114,11 @@ async def run_main(
     ensure_secret_key(settings.data_dir, os.environ)
     token = admin_token(settings) if serve_api else None  # minted before anything is served
     store = await open_store(settings)
+    fleet = await _open_fleet(settings, store)
     embedder = default_embedder()
-    manager = AgentManager(store=store, embedder=embedder, settings=settings, environ=os.environ)
+    manager = AgentManager(
+        store=store, embedder=embedder, settings=settings, environ=os.environ, fleet=fleet
+    )
     jobs = JobService.from_settings(settings)
     audit: HostAudit | None = None
     try:
@@ -117,41 +130,38 @@ async def run_main(
         register_job_handlers(jobs, manager)
         register_tool_jobs(jobs, manager)  # tool calls approved by a human run here
         await schedule_retention(jobs, manager, audit_days=settings.audit_retention_days)
-        started = 0
-        clients = 0
-        offline: list[tuple[str, str | None]] = []
-        for path in paths:
-            status = await _start_file(manager, path, embedder, progress)
-            if status is not None:
-                started += 1
-                clients += len(status.clients)
-                if status.offline:
-                    offline.append((status.record.name, status.model_note))
-        if not started:
+        imported = await _import_files(manager, paths, prefer)
+        follower = Follower(manager, on_run=lambda agent_id: _report_run(manager, agent_id))
+        seen = await follower.mark()  # before the agents start: nothing said meanwhile is missed
+        statuses = await _run_agents(manager, embedder, progress)
+        if not statuses and paths and not imported and not await manager.list():
             _say(
                 "no persona could be loaded; fix the files above (carrier validate PATH shows every problem)"
             )
             return 1
-        summary = offline_summary(offline)
+        await _say_stopped(manager, {s.record.id for s in statuses})
+        summary = offline_summary([(s.record.name, s.model_note) for s in statuses if s.offline])
         if summary:
             _say(summary)
         await jobs.start()
-        if token is not None:
-            from carrier.api import api_server
+        async with _following(follower, seen), Presence(fleet, process_id()):
+            if token is not None:
+                from carrier.api import api_server
 
-            async with api_server(manager, settings, host=host, port=port) as url:
-                _say(console_invitation(url, token, terminal=_terminal()))
-                await _wait_for_stop()
-        elif clients:
-            _say("running (Ctrl-C to stop)")
-            await _wait_for_stop()
-        else:
-            _say(
-                "nothing left to run: no client started and the API is off (--no-api). Set the "
-                "platform credentials named above, or talk to a persona with: carrier chat "
-                + str(paths[0])
-            )
-            return 0
+                async with api_server(manager, settings, host=host, port=port) as url:
+                    stop = _stop_signals()  # before the line that says it runs
+                    _say(console_invitation(url, token, terminal=_terminal()))
+                    await stop.wait()
+            else:
+                if not any(s.clients for s in statuses):
+                    _say(
+                        "no platform client connected here: set the credentials named above, or "
+                        "talk to a persona with: carrier chat PATH. Agents started or changed "
+                        "through the API are applied here as they come."
+                    )
+                stop = _stop_signals()
+                _say("running (Ctrl-C to stop)")
+                await stop.wait()
         _say("stopping")
         return 0
     finally:
@@ -159,15 +169,17 @@ async def run_main(
         await manager.close()
         if audit is not None:  # after the agents' stops, which it records
             await audit.aclose()
+        await fleet.close()
         await store.close()
 
 
 async def serve_main(
     settings: Settings, *, host: str, port: int, start_clients: bool = True
 ) -> int:
-    """Serve the API and console for the agents stored in the Store (``carrier serve``). With
-    ``start_clients`` False, agents started here do not connect to their platforms (a worker
-    process beside it does)."""
+    """Serve the API and console for the agents stored in the Store (``carrier serve``), running
+    every agent whose desired state is running and following the change log. With
+    ``start_clients`` False (the web process), agents run here answer the API only and never
+    open a platform connection: the worker processes (``carrier run --no-api``) do."""
     from carrier.agents import AgentManager
     from carrier.api import check_bind, serve
     from carrier.assemble import default_embedder, open_store
@@ -179,6 +191,7 @@ async def serve_main(
     ensure_secret_key(settings.data_dir, os.environ)
     token = admin_token(settings)
     store = await open_store(settings)
+    fleet = await _open_fleet(settings, store)
     # The web process enqueues and approves jobs; the worker process (carrier run) runs them.
     jobs = JobService.from_settings(settings)
     await jobs.store.open()
@@ -189,48 +202,125 @@ async def serve_main(
         environ=os.environ,
         services={"jobs": jobs.store},
         start_clients=start_clients,
+        fleet=fleet,
     )
     audit = await open_host_audit(settings, manager.services)
     try:
-        await serve(  # uvicorn handles SIGINT/SIGTERM
-            manager,
-            settings,
-            host=host,
-            port=port,
-            ready=lambda url: _say(console_invitation(url, token, terminal=_terminal())),
-        )
+        follower = Follower(manager)
+        seen = await follower.mark()
+        for agent_id in await manager.resume():
+            try:
+                await manager.run(agent_id)
+            except CarrierError as exc:
+                log.warning("agent %s did not start: %s", agent_id, exc)
+        async with _following(follower, seen):
+            await serve(  # uvicorn handles SIGINT/SIGTERM
+                manager,
+                settings,
+                host=host,
+                port=port,
+                ready=lambda url: _say(console_invitation(url, token, terminal=_terminal())),
+            )
     finally:
         await manager.close()
         await audit.aclose()
         await jobs.store.close()
+        await fleet.close()
         await store.close()
     return 0
 
 
-async def _start_file(
-    manager: AgentManager, path: Path, embedder: Embedder, progress: Progress
-) -> AgentStatus | None:
-    """Create or update the file's agent and start it, then report it, once: its model's name
-    and its clients (what happened inside its start, its knowledge synced or messages a crash
-    interrupted, the core logs, once). None, with the reason said, when the file does not load."""
+async def _open_fleet(settings: Settings, store: Any) -> FleetStore:
+    from carrier.fleet.base import FleetStore
+
+    fleet = FleetStore.from_settings(settings)
     try:
-        record = await manager.upsert_file(path)
-    except CarrierError as exc:
-        _say(f"skipped {path}: {exc}")
-        return None
-    await _load_model(embedder, progress)  # once, when the first agent is about to start
+        await fleet.open()
+    except BaseException:
+        await store.close()
+        raise
+    return fleet
+
+
+@contextlib.asynccontextmanager
+async def _following(follower: Follower, seen: int) -> AsyncIterator[None]:
+    """Follow the change log while the block runs."""
+    task = asyncio.create_task(follower.run(after=seen), name="carrier-follower")
     try:
-        with progress(f"starting {record.name}"):
-            status = await manager.start(record.id)
-    except CarrierError as exc:
-        _say(f"skipped {path}: {exc}")
-        return None
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def _import_files(manager: AgentManager, paths: Sequence[Path], prefer: Prefer | None) -> int:
+    """Import each file into the store, saying what a file changed or could not; returns how
+    many imported (or matched the store)."""
+    from carrier.agents.imports import ImportAction, import_file
+
+    done = 0
+    for path in paths:
+        try:
+            outcome = await import_file(manager, path, prefer=prefer)
+        except CarrierError as exc:
+            _say(f"skipped {path}: {exc}")
+            continue
+        done += 1
+        if outcome.action == ImportAction.UPDATED:
+            extra = f", {outcome.note}" if outcome.note else ""
+            _say(f"imported {path} as revision {outcome.revision} of {outcome.agent_id}{extra}")
+        elif outcome.note:
+            _say(outcome.note)
+    return done
+
+
+async def _run_agents(
+    manager: AgentManager, embedder: Embedder, progress: Progress
+) -> list[AgentStatus]:
+    """Run every agent that should run, reporting each once."""
+    statuses = []
+    for agent_id in await manager.resume():
+        await _load_model(embedder, progress)  # once, when the first agent is about to start
+        record = await manager.get(agent_id)
+        try:
+            with progress(f"starting {record.name}"):
+                status = await manager.run(agent_id)
+        except CarrierError as exc:
+            _say(f"skipped {record.name} ({agent_id}): {exc}")
+            continue
+        _report(status)
+        statuses.append(status)
+    return statuses
+
+
+def _report(status: AgentStatus) -> None:
+    """An agent's start, once: its model's name and its clients (what happened inside its
+    start, its knowledge synced or messages a crash interrupted, the core logs, once)."""
     _say(f"{status.record.name} ({status.record.id}): {status.model}")
     for name in status.clients:
         _say(f"  started {name}")
     for name, why in status.skipped.items():
         _say(f"  skipped {name}: {why}")
-    return status
+
+
+async def _report_run(manager: AgentManager, agent_id: str) -> None:
+    _report(await manager.status(agent_id))
+
+
+async def _say_stopped(manager: AgentManager, running: set[str]) -> None:
+    """Name the agents that were stopped on purpose (through the API or the CLI), once."""
+    for record in await manager.list():
+        if record.id in running:
+            continue
+        status = await manager.status(record.id)
+        if status.desired is None:
+            continue
+        by = f" by {status.desired.actor}" if status.desired.actor else ""
+        _say(
+            f"{record.name} ({record.id}): stopped{by}; start it with: carrier agents start "
+            f"{record.id}"
+        )
 
 
 def register_job_handlers(jobs: Any, manager: Any) -> None:
@@ -245,7 +335,9 @@ def register_job_handlers(jobs: Any, manager: Any) -> None:
             )
 
 
-async def _wait_for_stop() -> None:
+def _stop_signals() -> asyncio.Event:
+    """An event SIGINT and SIGTERM set from now on (so a signal sent as soon as the process
+    says it runs stops it cleanly)."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -253,4 +345,4 @@ async def _wait_for_stop() -> None:
             NotImplementedError, RuntimeError
         ):  # not on Windows / not main thread
             loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
+    return stop

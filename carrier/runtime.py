@@ -173,12 +173,13 @@ class AgentRuntime:
     async def start(self) -> int:
         """Record the agent in the store and deal with turns a previous process left unfinished.
         Returns how many interrupted messages were found."""
-        record = await self.store.get_agent(self.agent_id)
-        data = self.character.model_dump(mode="json", by_alias=True, exclude_none=True)
-        if record is None:
+        # A runtime built without a stored agent (``carrier chat`` of a file) records one; a
+        # stored agent's character is the store's (its revisions: carrier.agents), never
+        # rewritten from here.
+        if await self.store.get_agent(self.agent_id) is None:
+            data = self.character.model_dump(mode="json", by_alias=True, exclude_none=True)
             record = AgentRecord(id=self.agent_id, name=self.character.name, character=data)
-        record.character, record.status, record.updated_at = data, "running", utcnow()
-        await self.store.upsert_agent(record)
+            await self.store.upsert_agent(record)
         # Load the agent's vectors (and its ANN index) in the background: the first recall then
         # finds them in memory instead of scanning the database, and start-up does not wait.
         if self._search_ready is None or self._search_ready.done():
@@ -223,10 +224,6 @@ class AgentRuntime:
                 await self._search_ready
             self._search_ready = None
         await self.outbox.aclose()
-        record = await self.store.get_agent(self.agent_id)
-        if record is not None:
-            record.status, record.updated_at = "stopped", utcnow()
-            await self.store.upsert_agent(record)
         await self.model.aclose()
 
     async def recover(self) -> int:

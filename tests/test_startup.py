@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -37,6 +39,43 @@ def carrier(
         env=env,
         timeout=240,
     )
+
+
+def carrier_until(
+    *args: str, data_dir: Path, ready: str = "running (Ctrl-C to stop)"
+) -> subprocess.CompletedProcess[str]:
+    """Run ``carrier`` until it prints ``ready`` (a worker runs until stopped), then stop it with
+    SIGINT, as Ctrl-C does, and return what it printed."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.endswith("_API_KEY") and not k.startswith("CARRIER_")
+    }
+    env.update({"CARRIER_DATA_DIR": str(data_dir), "HF_HUB_OFFLINE": "1"})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "carrier", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=env,
+    )
+    assert proc.stdout is not None
+    err: list[str] = []
+    drain = threading.Thread(target=lambda: err.extend(proc.stderr or []), daemon=True)
+    drain.start()
+    out: list[str] = []
+    try:
+        for line in proc.stdout:
+            out.append(line)
+            if line.strip() == ready:
+                proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    drain.join(timeout=30)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, "".join(out), "".join(err))
 
 
 @pytest.fixture
@@ -104,7 +143,7 @@ def test_startup_run_without_api_ignores_the_port_and_loads_no_model_for_nothing
 @pytest.mark.slow
 def test_startup_each_agent_once_and_the_offline_explanation_once(tmp_path: Path) -> None:
     ada, bo = persona(tmp_path, "Ada"), persona(tmp_path, "Bo")
-    result = carrier("run", "--no-api", str(ada), str(bo), data_dir=tmp_path / "data")
+    result = carrier_until("run", "--no-api", str(ada), str(bo), data_dir=tmp_path / "data")
     assert result.returncode == 0, result.stdout + result.stderr
     everything = (result.stdout + result.stderr).splitlines()
 

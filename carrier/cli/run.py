@@ -44,15 +44,30 @@ def run(
     ] = False,
     host: Annotated[str, typer.Option(help="Where the API listens.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="The API's port.")] = 8000,
+    prefer: Annotated[
+        str | None,
+        typer.Option(
+            help="When a file and the store both changed since the file's last import: 'file' "
+            "imports the file as a new revision, 'store' keeps the stored character.",
+            metavar="file|store",
+        ),
+    ] = None,
 ) -> None:
     """Run personas: their clients, the job scheduler, the API and console.
 
-    Each persona's clients start where their credentials exist. Stops on Ctrl-C or SIGTERM.
+    Character files are imported into the store (a changed file becomes a new revision; one
+    that would undo a change made through the API is refused unless --prefer says), then every
+    agent that should run runs, with its clients where their credentials exist, however it was
+    created. With --no-api this is the worker beside `carrier serve --no-clients`. Stops on
+    Ctrl-C or SIGTERM.
     """
     quiet_ml()
     from carrier.character import CHARACTER_SUFFIXES
     from carrier.errors import ConfigError
 
+    if prefer not in (None, "file", "store"):
+        err(f"carrier: --prefer takes 'file' or 'store', not {prefer!r}")
+        raise typer.Exit(2)
     settings = _settings()
     setup_logging(settings.log_level)
     paths = list(characters or [])
@@ -63,7 +78,7 @@ def run(
             if folder.is_dir()
             else []
         )
-        if not paths:
+        if not paths and not no_api and not _stored_agents(settings):
             err(f"no character files in {folder}/; name one: carrier run characters/NAME.yaml")
             raise typer.Exit(1)
     from carrier.cli._progress import working
@@ -78,12 +93,31 @@ def run(
                 host=host,
                 port=port,
                 progress=working,
+                prefer=prefer,  # type: ignore[arg-type]  # checked above
             )
         )
     except ConfigError as exc:
         err(f"carrier: {exc}")
         raise typer.Exit(2) from None
     raise typer.Exit(code)
+
+
+def _stored_agents(settings: Settings) -> bool:
+    """Whether the store holds an agent (a run with no files then runs the stored ones). The
+    embedded store only: with MongoDB, the run goes on and says what it finds."""
+    import sqlite3
+    from contextlib import closing
+
+    if settings.mongodb_uri is not None:
+        return True
+    path = settings.store_path
+    if not path.exists():
+        return False
+    try:
+        with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+            return db.execute("SELECT 1 FROM agents LIMIT 1").fetchone() is not None
+    except sqlite3.Error:
+        return False
 
 
 def serve(

@@ -101,8 +101,8 @@ async def test_agent_manager_start_stop_one_agent_leaves_others_running(
     await manager.stop(a.id)
     with pytest.raises(AgentNotRunning, match="not running"):
         manager.runtime(a.id)
-    assert (await manager.get(a.id)).status == "stopped"
-    assert (await manager.get(b.id)).status == "running"
+    assert not (await manager.status(a.id)).should_run
+    assert (await manager.status(b.id)).should_run
     assert "You said: still" in (await manager.runtime(b.id).handle(dm("still"))).text
 
 

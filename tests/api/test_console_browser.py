@@ -23,6 +23,7 @@ import pytest
 
 from carrier.agents import AgentManager
 from carrier.api import ApiSettings, api_server
+from carrier.fleet.model import DesiredState
 from carrier.llm.base import ModelRequest
 from carrier.llm.fake import FunctionModel
 from carrier.local_token import admin_token
@@ -459,12 +460,12 @@ async def test_console_chat_says_what_the_agent_state_is(
             await expect(send).to_be_enabled()
             assert not START_HINT.search(await chat_text()), await chat_text()
 
-            # Stopped here but marked running by another process: no "start" advice either.
+            # Stopped here but started again by another process (its desired state, which this
+            # process's follower would apply): no "start" advice either.
             await page.get_by_role("button", name="Stop Pilot").click()
             await expect(notice).to_have_text("Pilot is stopped. Start it to chat.")
-            record = await manager.store.get_agent(agent_id)
-            assert record is not None
-            await manager.store.upsert_agent(record.model_copy(update={"status": "running"}))
+            fleet = await manager.fleet()
+            await fleet.set_desired(agent_id, DesiredState.RUNNING, actor="elsewhere")
             await page.get_by_role("button", name="Refresh").click()
             await expect(row.locator(".badge")).to_have_text("running elsewhere")
             await expect(notice).to_contain_text("runs in another Carrier process")

@@ -23,20 +23,21 @@ import inspect
 import logging
 import shutil
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ValidationError
-
+from carrier.agents.client_config import split_client_id, validate_client_config
+from carrier.agents.errors import AgentExists, AgentNotFound, AgentNotRunning, RevisionNotFound
+from carrier.agents.status import AgentStatus, LoadReport, Running
 from carrier.assemble import build_runtime
 from carrier.audit.base import AuditLog, audit_from
 from carrier.audit.context import current_actor
 from carrier.audit.model import AuditKind
-from carrier.character import Character, character_data, load_character, parse_character
-from carrier.character.secrets import find_secret_problems
+from carrier.character import Character, character_data, parse_character
 from carrier.clients import Client, ClientFactory, ClientUnavailable, discover_clients
-from carrier.errors import CarrierError, Problem, UserError
+from carrier.errors import CarrierError, UserError
+from carrier.fleet.base import FleetStore
+from carrier.fleet.model import ChangeKind, DesiredState, Revision, RevisionSource
 from carrier.llm.base import ModelProvider
 from carrier.memory.base import Store
 from carrier.memory.embedder import Embedder
@@ -48,16 +49,10 @@ from carrier.tool_registry import ToolRegistry
 from carrier.tools.policy import ToolPolicy
 from carrier.types import AgentRecord, utcnow
 
-__all__ = [
-    "AgentExists",
-    "AgentManager",
-    "AgentNotFound",
-    "AgentNotRunning",
-    "AgentStatus",
-    "ClientConfigError",
-    "LoadReport",
-    "ModelFactory",
-]
+if TYPE_CHECKING:
+    from carrier.agents.imports import Prefer
+
+__all__ = ["AgentManager", "ModelFactory"]
 
 log = logging.getLogger(__name__)
 
@@ -65,78 +60,6 @@ ModelFactory = Callable[[Character], ModelProvider | None]
 """Picks a character's model; ``None`` falls back to :func:`carrier.assemble.choose_model`."""
 
 _CONFIG_KEY = "client_config:"
-
-
-class AgentNotFound(UserError):
-    def __init__(self, agent_id: str) -> None:
-        self.agent_id = agent_id
-        super().__init__(f"no agent with id {agent_id!r}; list the agents to see their ids")
-
-
-class AgentExists(UserError):
-    def __init__(self, agent_id: str, name: str) -> None:
-        self.agent_id = agent_id
-        super().__init__(
-            f"an agent with id {agent_id!r} ({name}) exists already; update it instead, or give "
-            "the new character another name or an explicit `id`"
-        )
-
-
-class AgentNotRunning(UserError):
-    def __init__(self, agent_id: str) -> None:
-        self.agent_id = agent_id
-        super().__init__(f"agent {agent_id!r} is not running; start it first")
-
-
-class ClientConfigError(UserError):
-    """A client configuration is invalid; ``problems`` name each field path."""
-
-    def __init__(self, client_id: str, problems: list[Problem]) -> None:
-        self.client_id = client_id
-        self.problems = problems
-        detail = "; ".join(str(p) for p in problems)
-        super().__init__(f"invalid configuration for client {client_id!r}: {detail}")
-
-
-@dataclass
-class AgentStatus:
-    """An agent as stored, plus what runs of it in this process."""
-
-    record: AgentRecord
-    running: bool = False
-    model: str | None = None
-    """The name of the model that answers (``openai/gpt-4o-mini``), ``offline`` for the offline
-    provider; None when the agent does not run here."""
-    model_note: str | None = None
-    """Why that model: e.g. why the agent is offline (``no model is configured``). No secrets."""
-    offline: bool | None = None
-    clients: list[str] = field(default_factory=list)
-    """Clients started."""
-    skipped: dict[str, str] = field(default_factory=dict)
-    """Clients the character lists that did not start, with the reason."""
-    interrupted: int = 0
-    """Messages a previous stop left unfinished (settled at start: see :mod:`carrier.outbox`)."""
-
-
-@dataclass
-class LoadReport:
-    """What :meth:`AgentManager.load_files` did with one file."""
-
-    path: str
-    error: str | None = None
-    status: AgentStatus | None = None
-
-
-@dataclass
-class _Running:
-    runtime: AgentRuntime
-    model: str
-    model_note: str | None
-    offline: bool
-    clients: dict[str, Client] = field(default_factory=dict)
-    skipped: dict[str, str] = field(default_factory=dict)
-    interrupted: int = 0
-
 
 _NO_CLIENTS = (
     "not started in this process (it runs without platform clients: carrier serve --no-clients); "
@@ -159,6 +82,7 @@ class AgentManager:
         plugins: Sequence[Plugin] = (),
         services: Mapping[str, Any] | None = None,
         start_clients: bool = True,
+        fleet: FleetStore | None = None,
     ) -> None:
         self.store = store
         self.embedder = embedder
@@ -176,9 +100,13 @@ class AgentManager:
         self.tools = ToolRegistry(
             store=store, environ=environ, policy=ToolPolicy.from_settings(settings)
         )
-        self._running: dict[str, _Running] = {}
+        self._running: dict[str, Running] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._sources: dict[str, str] = {}
+        self._fleet = fleet
+        self._owns_fleet = fleet is None  # a fleet given is the host's: opened and closed there
+        self._fleet_opened = fleet is not None
+        self._fleet_lock = asyncio.Lock()
 
     @property
     def factories(self) -> dict[str, ClientFactory]:
@@ -210,17 +138,36 @@ class AgentManager:
     def _lock(self, agent_id: str) -> asyncio.Lock:
         return self._locks.setdefault(agent_id, asyncio.Lock())
 
+    async def fleet(self) -> FleetStore:
+        """The fleet store: the host's, or (tests, tools) one beside the settings' store, opened
+        on first use and closed by :meth:`close`."""
+        async with self._fleet_lock:
+            if self._fleet is None:
+                self._fleet = FleetStore.from_settings(self.settings)
+            if not self._fleet_opened:
+                await self._fleet.open()
+                self._fleet_opened = True
+            return self._fleet
+
     # -- records ----------------------------------------------------------------------------
-    async def create(self, character: Character) -> AgentRecord:
-        """Store a new, stopped agent. Raises :class:`AgentExists` if its id is taken."""
+    async def create(
+        self,
+        character: Character,
+        *,
+        source: RevisionSource = RevisionSource.API,
+        actor: str | None = None,
+    ) -> AgentRecord:
+        """Store a new, stopped agent as revision 1 of its character. Raises :class:`AgentExists`
+        if its id is taken."""
         agent_id = character.agent_id
+        fleet = await self.fleet()
         async with self._lock(agent_id):
             existing = await self.store.get_agent(agent_id)
             if existing is not None:
                 raise AgentExists(agent_id, existing.name)
-            record = AgentRecord(
-                id=agent_id, name=character.name, character=character_data(character)
-            )
+            data = character_data(character)
+            await fleet.add_revision(agent_id, data, source=source, actor=actor or current_actor())
+            record = AgentRecord(id=agent_id, name=character.name, character=data)
             await self.store.upsert_agent(record)
             if character.source:
                 self._sources[agent_id] = character.source
@@ -242,25 +189,42 @@ class AgentManager:
 
     async def status(self, agent_id: str) -> AgentStatus:
         record = await self.get(agent_id)
+        fleet = await self.fleet()
+        desired = await fleet.desired(agent_id)
+        head = await fleet.head(agent_id)
+        base = AgentStatus(
+            record=record, desired=desired, revision=head.number if head is not None else None
+        )
         running = self._running.get(agent_id)
         if running is None:
-            return AgentStatus(record=record)
-        return AgentStatus(
-            record=record,
-            running=True,
-            model=running.model,
-            model_note=running.model_note,
-            offline=running.offline,
-            clients=list(running.clients),
-            skipped=dict(running.skipped),
-            interrupted=running.interrupted,
+            return base
+        base.running = True
+        base.model, base.model_note, base.offline = (
+            running.model,
+            running.model_note,
+            running.offline,
         )
+        base.clients = list(running.clients)
+        base.skipped = dict(running.skipped)
+        base.interrupted = running.interrupted
+        return base
 
-    async def update(self, agent_id: str, character: Character) -> AgentRecord:
-        """Replace the agent's character. A running agent keeps its runtime and uses the new
-        character from its next turn (its model is chosen again and its clients get their new
-        configuration; a changed ``clients`` list applies at the next start). The agent keeps its
-        id even when the name changes."""
+    async def update(
+        self,
+        agent_id: str,
+        character: Character,
+        *,
+        source: RevisionSource = RevisionSource.API,
+        actor: str | None = None,
+        note: str | None = None,
+        expected_revision: int | None = None,
+    ) -> AgentRecord:
+        """Store the character as the agent's next revision. A running agent keeps its runtime
+        and uses the new character from its next turn (its model is chosen again and its clients
+        get their new configuration; a changed ``clients`` list applies at the next start), here
+        and, through the change log, in every other process. The agent keeps its id even when the
+        name changes. ``expected_revision``: refuse (:class:`RevisionConflict`) unless the head
+        is that revision, so an edit made on a stale read does not undo another."""
         if character.id is not None and character.id != agent_id:
             raise UserError(
                 f"the character's id {character.id!r} does not match the agent {agent_id!r}; "
@@ -268,40 +232,119 @@ class AgentManager:
             )
         if character.agent_id != agent_id:
             character = character.model_copy(update={"id": agent_id})
+        await self.history(agent_id)  # a store from before revisions: its character first
+        fleet = await self.fleet()
         async with self._lock(agent_id):
             record = await self.get(agent_id)
-            record.name, record.character = character.name, character_data(character)
+            data = character_data(character)
+            revision = await fleet.add_revision(
+                agent_id,
+                data,
+                source=source,
+                actor=actor or current_actor(),
+                note=note,
+                expected_head=expected_revision,
+            )
+            record.name, record.character = character.name, data
             record.updated_at = utcnow()
             await self.store.upsert_agent(record)
             if character.source:
                 self._sources[agent_id] = character.source
-            running = self._running.get(agent_id)
-            if running is not None:
-                running.runtime.character = character
-                await self._swap_model(running, character)
-                for name in running.clients:
-                    await self._push_config(agent_id, name, running)
+            await self._apply(agent_id, character, revision.number)
             return record
+
+    async def history(self, agent_id: str) -> tuple[Revision, bool]:
+        """The agent's head revision, and whether it was just recorded: an agent stored before
+        revisions existed gets its stored character as revision 1 (source ``store``)."""
+        record = await self.get(agent_id)
+        fleet = await self.fleet()
+        head = await fleet.head(agent_id)
+        if head is not None:
+            return head, False
+        head = await fleet.add_revision(
+            agent_id,
+            record.character,
+            source=RevisionSource.STORE,
+            note="the character stored before revisions were kept",
+        )
+        return head, True
+
+    async def head(self, agent_id: str) -> Revision:
+        return (await self.history(agent_id))[0]
+
+    async def revisions(
+        self, agent_id: str, *, limit: int = 50, before: int | None = None
+    ) -> builtins.list[Revision]:
+        """The agent's revisions, newest first."""
+        await self.history(agent_id)
+        return await (await self.fleet()).revisions(agent_id, limit=limit, before=before)
+
+    async def revision(self, agent_id: str, number: int) -> Revision:
+        await self.history(agent_id)
+        found = await (await self.fleet()).revision(agent_id, number)
+        if found is None:
+            raise RevisionNotFound(agent_id, number)
+        return found
+
+    async def revert(
+        self, agent_id: str, number: int, *, source: RevisionSource = RevisionSource.REVERT
+    ) -> Revision:
+        """Bring revision ``number``'s character back as a new revision (history is kept)."""
+        old = await self.revision(agent_id, number)
+        character = parse_character(old.character, source=self._sources.get(agent_id))
+        await self.update(agent_id, character, source=source, note=f"revert to revision {number}")
+        return await self.head(agent_id)
 
     async def delete(self, agent_id: str) -> None:
         """Stop the agent if it runs, then delete it with everything it owns (memories, rooms,
-        entities, uploaded files)."""
-        await self.stop(agent_id)
+        entities, uploaded files, revisions)."""
+        await self.halt(agent_id)
+        fleet = await self.fleet()
         async with self._lock(agent_id):
             if not await self.store.delete_agent(agent_id):
                 raise AgentNotFound(agent_id)
+            await fleet.delete_agent(agent_id)
             for folder in ("media", "uploads"):
                 path = self.settings.data_dir / folder / agent_id
                 await asyncio.to_thread(shutil.rmtree, path, True)
             self._sources.pop(agent_id, None)
         self._locks.pop(agent_id, None)
 
-    # -- lifecycle --------------------------------------------------------------------------
+    # -- desired state ------------------------------------------------------------------------
     async def start(self, agent_id: str) -> AgentStatus:
-        """Build and start the agent's runtime, then each client its character lists. Starting a
-        running agent does nothing. A client that cannot start is skipped with the reason."""
+        """Say the agent should run (every process follows: after a restart it runs again), and
+        run it here (:meth:`run`). Starting a running agent does nothing more."""
+        await self.get(agent_id)
+        await (await self.fleet()).set_desired(
+            agent_id, DesiredState.RUNNING, actor=current_actor()
+        )
+        return await self.run(agent_id)
+
+    async def stop(self, agent_id: str) -> AgentStatus:
+        """Say the agent should not run, and stop it here (:meth:`halt`) and, through the change
+        log, in every other process."""
+        await self.get(agent_id)
+        await (await self.fleet()).set_desired(
+            agent_id, DesiredState.STOPPED, actor=current_actor()
+        )
+        await self.halt(agent_id)
+        return await self.status(agent_id)
+
+    async def resume(self) -> builtins.list[str]:
+        """The ids of the agents that should run (their desired state), in name order: what a
+        host starts (:meth:`run`) after a restart."""
+        fleet = await self.fleet()
+        wanted = {d.agent_id for d in await fleet.all_desired() if d.state == DesiredState.RUNNING}
+        return [r.id for r in await self.store.list_agents() if r.id in wanted]
+
+    # -- in this process ----------------------------------------------------------------------
+    async def run(self, agent_id: str) -> AgentStatus:
+        """Build and start the agent's runtime here, then each client its character lists.
+        Running a running agent does nothing. A client that cannot start is skipped with the
+        reason. The desired state is not changed (:meth:`start` does that)."""
         async with self._lock(agent_id):
             if agent_id not in self._running:
+                head, _ = await self.history(agent_id)
                 character = await self.character(agent_id)
                 runtime, choice = build_runtime(
                     character,
@@ -315,11 +358,12 @@ class AgentManager:
                 for plugin in self._plugins:
                     runtime.registry.register(plugin)
                 await self.tools.apply(runtime)
-                running = _Running(
+                running = Running(
                     runtime=runtime,
                     model=choice.model,
                     model_note=choice.note,
                     offline=choice.offline,
+                    revision=head.number,
                 )
                 running.interrupted = await runtime.start()
                 self._running[agent_id] = running
@@ -340,8 +384,9 @@ class AgentManager:
                 )
         return await self.status(agent_id)
 
-    async def stop(self, agent_id: str) -> AgentStatus:
-        """Stop the agent's clients and runtime; other agents are not touched."""
+    async def halt(self, agent_id: str) -> None:
+        """Stop the agent's clients and runtime here; other agents, other processes and the
+        desired state are not touched."""
         async with self._lock(agent_id):
             running = self._running.pop(agent_id, None)
             if running is not None:
@@ -358,7 +403,20 @@ class AgentManager:
                     action="stop",
                     detail={"clients": list(running.clients)},
                 )
-        return await self.status(agent_id)
+
+    async def refresh(self, agent_id: str) -> None:
+        """Apply the stored head to the agent running here, if it is newer than what it runs
+        (another process edited it)."""
+        running = self._running.get(agent_id)
+        if running is None:
+            return
+        fleet = await self.fleet()
+        head = await fleet.head(agent_id)
+        if head is None or head.number <= running.revision:
+            return
+        async with self._lock(agent_id):
+            character = await self.character(agent_id)
+            await self._apply(agent_id, character, head.number)
 
     def runtime(self, agent_id: str) -> AgentRuntime:
         """The running agent's runtime; :class:`AgentNotRunning` when it is not started."""
@@ -375,35 +433,41 @@ class AgentManager:
         running = self._running.get(agent_id)
         return running.clients.get(name) if running is not None else None
 
-    async def load_files(self, paths: Iterable[str | Path]) -> builtins.list[LoadReport]:
-        """Create or update an agent from each character file and start it. A file that does
-        not load is reported and skipped; the others still start."""
+    async def load_files(
+        self, paths: Iterable[str | Path], *, prefer: Prefer | None = None
+    ) -> builtins.list[LoadReport]:
+        """Import each character file (:func:`carrier.agents.imports.import_file`), then run its
+        agent if it should run. A file that does not load, or conflicts with the store, is
+        reported (``error``); the others still start."""
+        from carrier.agents.imports import import_file
+
         reports: builtins.list[LoadReport] = []
         for path in paths:
             report = LoadReport(path=str(path))
             reports.append(report)
             try:
-                record = await self.upsert_file(path)
-                report.status = await self.start(record.id)
+                report.outcome = await import_file(self, path, prefer=prefer)
+                desired = await (await self.fleet()).desired(report.outcome.agent_id)
+                if desired is not None and desired.state == DesiredState.RUNNING:
+                    report.status = await self.run(report.outcome.agent_id)
+                else:
+                    report.status = await self.status(report.outcome.agent_id)
             except CarrierError as exc:
                 report.error = str(exc)
         return reports
 
-    async def upsert_file(self, path: str | Path) -> AgentRecord:
-        """Create the agent of a character file, or update it to the file; not started
-        (``carrier run`` starts each in turn, showing progress)."""
-        character = load_character(path)
-        if await self.store.get_agent(character.agent_id) is None:
-            return await self.create(character)
-        return await self.update(character.agent_id, character)
-
     async def close(self) -> None:
-        """Stop every running agent."""
+        """Stop every agent running here (their desired states stay: a restart runs them again),
+        then the fleet store if the manager opened it."""
         for agent_id in list(self._running):
             try:
-                await self.stop(agent_id)
+                await self.halt(agent_id)
             except Exception:
                 log.exception("agent %s did not stop cleanly", agent_id)
+        async with self._fleet_lock:
+            if self._owns_fleet and self._fleet is not None and self._fleet_opened:
+                await self._fleet.close()
+                self._fleet_opened = False
 
     async def forget(self, agent_id: str, entity_id: str) -> ForgetReport:
         """Delete what the agent keeps of a person (see :func:`carrier.memory.rights.forget_entity`)."""
@@ -431,6 +495,14 @@ class AgentManager:
             await self.get(agent_id)
         validate_client_config(client_id, name, config, self.factories.get(name))
         await self.store.set_setting(_CONFIG_KEY + client_id, dict(config))
+        await (await self.fleet()).append_change(
+            ChangeKind.CLIENT_CONFIG, agent_id, {"client": name}
+        )
+        return await self.push_client_config(agent_id, name)
+
+    async def push_client_config(self, agent_id: str | None, name: str) -> builtins.list[str]:
+        """Give the running ``name`` clients (of ``agent_id``, or of every agent) their
+        configuration as stored now; the ids of the agents whose client took it."""
         applied = []
         targets = [agent_id] if agent_id is not None else list(self._running)
         for target in targets:
@@ -454,7 +526,7 @@ class AgentManager:
     def _model_for(self, character: Character) -> ModelProvider | None:
         return self.model_factory(character) if self.model_factory is not None else None
 
-    async def _swap_model(self, running: _Running, character: Character) -> None:
+    async def _swap_model(self, running: Running, character: Character) -> None:
         from carrier.assemble import choose_model, given_model
 
         given = self._model_for(character)
@@ -471,7 +543,19 @@ class AgentManager:
         if old is not choice.provider:
             await old.aclose()
 
-    async def _start_client(self, agent_id: str, name: str, running: _Running) -> None:
+    async def _apply(self, agent_id: str, character: Character, revision: int) -> None:
+        """Give the agent running here (if it is) ``character``, revision ``revision``: from
+        its next turn, with its model chosen again and its clients' configuration pushed."""
+        running = self._running.get(agent_id)
+        if running is None:
+            return
+        running.runtime.character = character
+        running.revision = revision
+        await self._swap_model(running, character)
+        for name in running.clients:
+            await self._push_config(agent_id, name, running)
+
+    async def _start_client(self, agent_id: str, name: str, running: Running) -> None:
         if not self.start_clients:
             running.skipped[name] = _NO_CLIENTS
             return
@@ -492,7 +576,7 @@ class AgentManager:
             return
         running.clients[name] = client
 
-    async def _push_config(self, agent_id: str, name: str, running: _Running) -> bool:
+    async def _push_config(self, agent_id: str, name: str, running: Running) -> bool:
         client = running.clients.get(name)
         update = getattr(client, "update_config", None)
         if update is None:
@@ -505,30 +589,3 @@ class AgentManager:
             log.exception("client %s of agent %s refused its new configuration", name, agent_id)
             return False
         return True
-
-
-def split_client_id(client_id: str) -> tuple[str | None, str]:
-    """``"discord"`` → ``(None, "discord")``; ``"<agent_id>:discord"`` → ``(agent_id, "discord")``."""
-    agent_id, _, name = client_id.rpartition(":")
-    return (agent_id or None), name.lower()
-
-
-def validate_client_config(
-    client_id: str, name: str, config: Mapping[str, Any], factory: ClientFactory | None
-) -> None:
-    """Refuse literal secrets, and check the config against the client's ``config_model`` (a
-    pydantic model on the factory) when it has one; raises :class:`ClientConfigError`."""
-    problems = [
-        Problem(p.path.removeprefix(f"clientConfig.{name}").lstrip("."), p.message)
-        for p in find_secret_problems({"clientConfig": {name: dict(config)}})
-    ]
-    model = getattr(factory, "config_model", None)
-    if isinstance(model, type) and issubclass(model, BaseModel):
-        try:
-            model.model_validate(dict(config))
-        except ValidationError as exc:
-            for err in exc.errors(include_url=False, include_input=False):
-                path = ".".join(str(part) for part in err["loc"])
-                problems.append(Problem(path, err["msg"]))
-    if problems:
-        raise ClientConfigError(client_id, problems)
