@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from carrier.clients import ClientUnavailable
+from carrier.clients import ClientRefused, ClientUnavailable
 from carrier.errors import ConfigError
 from clients.discord.config import DiscordConfig, DiscordPolicy, parse_config
 from clients.discord.errors import INSTALL, NO_TOKEN
@@ -45,7 +45,9 @@ def create_client(
 
     The token is the character's ``DISCORD_API_TOKEN`` secret, resolved from ``environ`` (so two
     personas can run two bots). Raises :class:`ClientUnavailable` when discord.py is missing,
-    the token is unset or the configuration is invalid, saying what to do.
+    or the token is unset (the client is not configured here), and :class:`ClientRefused` when
+    the configuration is invalid (it is, but wrongly: the client's state is ``failed``), saying
+    what to do.
     """
     try:
         import discord  # noqa: F401
@@ -57,7 +59,7 @@ def create_client(
     try:
         parsed = parse_config(config)
     except ConfigError as exc:
-        raise ClientUnavailable(str(exc)) from exc
+        raise ClientRefused(str(exc)) from exc
     from clients.discord.client import DiscordClient
 
     return DiscordClient(

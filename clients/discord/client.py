@@ -1,9 +1,11 @@
 """``DiscordClient``: one agent's Discord connection, from gateway event to sent reply.
 
-The discord.py client owns the connection (identify, heartbeats, reconnect and resume with
-backoff, sharding). This class decides which events reach the runtime, runs the turn with the
-typing indicator on, and sends the answer back safely. A failing handler is logged and counted
-and the next event is handled as usual.
+The discord.py client owns the connection (identify, heartbeats, resume, sharding), kept up for
+as long as the client runs by :class:`~clients.discord.reconnect.Reconnector` (a gateway that
+cannot be reached at start-up or after a drop is retried with capped backoff; the client's
+``state`` says how it goes). This class decides which events reach the runtime, runs the turn
+with the typing indicator on, and sends the answer back safely. A failing handler is logged and
+counted and the next event is handled as usual.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 import discord
 from discord import app_commands
 
-from carrier.clients import Client, ClientUnavailable
+from carrier.clients import Client, ClientRefused, ClientState, ClientStateTracker, ClientStatus
 from carrier.errors import ClientError
 from carrier.jobs.model import Job
 from carrier.outbox import reply_id
@@ -28,7 +30,7 @@ from carrier.types import Memory, RoomKind
 from clients.discord.approval import ApprovalDesk
 from clients.discord.commands import SlashHandler, add_commands
 from clients.discord.config import DiscordConfig, DiscordPolicy, parse_config
-from clients.discord.connection import build_bot
+from clients.discord.connection import build_bot, quiet_reconnect_tracebacks
 from clients.discord.convert import (
     PLATFORM,
     channel_of,
@@ -36,9 +38,10 @@ from clients.discord.convert import (
     replies_to_me,
     to_message,
 )
-from clients.discord.errors import describe_start_failure, privileged_intents_message
+from clients.discord.errors import describe_start_failure, real_error
 from clients.discord.policy import BotLoopGuard, Facts, RateLimiter, Verdict, gate, observed
 from clients.discord.reactions import store_reaction
+from clients.discord.reconnect import Reconnector
 from clients.discord.sender import Typing, send_parts, send_reply
 
 __all__ = ["ClientStats", "DiscordClient"]
@@ -93,11 +96,21 @@ class DiscordClient(Client):
         self._inflight: set[asyncio.Task[Any]] = set()
         self._replies: OrderedDict[int, str] = OrderedDict()
         self._task: asyncio.Task[None] | None = None
-        self._ready = asyncio.Event()
         self._closing = False
+        self._tracker = ClientStateTracker()
         self.bot = build_bot(self.config, discord_options or {})
+        quiet_reconnect_tracebacks()
+        self._connection = Reconnector(
+            bot=self.bot,
+            token=token,
+            policy=self.config.reconnect,
+            tracker=self._tracker,
+            members_intent=self.config.members_intent,
+        )
         # What ``@bot.event`` does: discord.py dispatches to ``on_<event>`` attributes.
         self.bot.on_ready = self._on_ready  # type: ignore[attr-defined]
+        self.bot.on_resumed = self._on_resumed  # type: ignore[attr-defined]
+        self.bot.on_disconnect = self._on_disconnect  # type: ignore[attr-defined]
         self.bot.on_message = self._on_message  # type: ignore[attr-defined]
         self.bot.on_raw_reaction_add = self._on_raw_reaction_add  # type: ignore[attr-defined]
         self.bot.on_error = self._on_error  # type: ignore[method-assign]
@@ -110,9 +123,15 @@ class DiscordClient(Client):
     # -- lifecycle --------------------------------------------------------------------------
     @property
     def running(self) -> bool:
-        """The connection task is alive (discord.py reconnects inside it; it ends only on stop
-        or on a fatal refusal, which is logged)."""
+        """The connection loop is alive: connected, connecting or waiting to retry (it ends on
+        stop, or when Discord refused the bot for good: ``state`` is then ``failed``)."""
         return self._task is not None and not self._task.done()
+
+    @property
+    def state(self) -> ClientState:
+        """Connected, connecting, retrying (since when, the last error, the next attempt) or
+        failed (the fix in ``last_error``)."""
+        return self._tracker.state
 
     @property
     def busy(self) -> bool:
@@ -120,47 +139,61 @@ class DiscordClient(Client):
         return bool(self._inflight)
 
     async def start(self) -> None:
-        """Log in, connect, and return once Discord says the bot is ready (or after
-        ``ready_timeout``, leaving the connection to come up in the background). A refused token
-        or refused intents raise :class:`ClientUnavailable` with the fix. A stopped client is not
-        started again: build a new one."""
+        """Start connecting in the background and return once Discord says the bot is ready,
+        once a first attempt failed (the state is then ``retrying``: the connection keeps being
+        tried, and comes up without a restart), or after ``ready_timeout``. A refused token or
+        refused intents raise :class:`ClientRefused` with the fix: retrying cannot help. A
+        stopped client is not started again: build a new one."""
         if self._closing:
             raise RuntimeError("this Discord client was stopped; create a new one to reconnect")
         if self._task is not None:
             return
-        self._task = asyncio.create_task(self._run(), name=f"discord:{self.runtime.character.name}")
-        ready = asyncio.create_task(self._ready.wait())
-        done, _ = await asyncio.wait(
-            {self._task, ready}, timeout=self._ready_timeout, return_when=asyncio.FIRST_COMPLETED
+        task = asyncio.create_task(
+            self._connection.run(), name=f"discord:{self.runtime.character.name}"
         )
-        ready.cancel()
-        if self._task in done:
-            exc = self._task.exception()
+        task.add_done_callback(self._connection_ended)
+        self._task = task
+        waiter = asyncio.create_task(
+            self._tracker.wait_for(lambda state: state.status is not ClientStatus.CONNECTING)
+        )
+        done, _ = await asyncio.wait(
+            {task, waiter}, timeout=self._ready_timeout, return_when=asyncio.FIRST_COMPLETED
+        )
+        waiter.cancel()
+        state = self.state
+        if self._closing:
+            return
+        if state.status is ClientStatus.FAILED or (task in done and not task.cancelled()):
+            refusal = self._connection.refusal or (None if task.cancelled() else task.exception())
             self._task = None
             await self.bot.close()
-            raise ClientUnavailable(
-                describe_start_failure(exc, members=self.config.members_intent)
-            ) from exc
-        if not done:
+            raise ClientRefused(
+                describe_start_failure(refusal, members=self.config.members_intent)
+            ) from (real_error(refusal) if refusal is not None else None)
+        if state.status is ClientStatus.RETRYING:
+            log.warning(
+                "discord: %s is not connected yet (%s); retrying in the background",
+                self.runtime.character.name,
+                state.last_error,
+            )
+        elif not done:
             log.warning(
                 "discord: not ready after %.0fs; still connecting in the background",
                 self._ready_timeout,
             )
 
-    async def _run(self) -> None:
-        try:
-            await self.bot.start(self._token, reconnect=True)
-        except discord.PrivilegedIntentsRequired:
-            log.error("discord: %s", privileged_intents_message(self.config.members_intent))
-            raise
-        except Exception:
-            if self._ready.is_set():
-                log.exception("discord: the connection stopped")
-            raise
+    def _connection_ended(self, task: asyncio.Task[None]) -> None:
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is not None:  # a bug in the loop: say so, and show the client as failed
+            log.error("discord: the connection loop stopped", exc_info=exc)
+            self._tracker.failed(f"the connection loop stopped: {type(exc).__name__}: {exc}")
 
     async def stop(self) -> None:
         """Stop taking new events, let running turns finish (up to ``stop_grace`` seconds, then
-        cancel them: the runtime leaves them ``received`` for recovery), then disconnect."""
+        cancel them: the runtime leaves them ``received`` for recovery), then disconnect. A
+        connection loop waiting to retry stops at once."""
         if self._closing:
             return
         self._closing = True
@@ -172,22 +205,26 @@ class DiscordClient(Client):
                 await asyncio.wait(pending, timeout=2)
         await self.bot.close()
         if self._task is not None:
-            try:
-                await asyncio.wait_for(self._task, timeout=10)
-            except Exception as exc:  # the connection is going away; nothing else to do
-                log.debug("discord: connection task ended with %s", type(exc).__name__)
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                try:
+                    await asyncio.wait_for(self._task, timeout=10)
+                except Exception as exc:  # the connection is going away; nothing else to do
+                    log.debug("discord: connection task ended with %s", type(exc).__name__)
         log.info("discord: %s stopped (%s)", self.runtime.character.name, self.stats)
 
     def update_config(self, new: Mapping[str, Any] | DiscordConfig) -> DiscordConfig:
         """Apply a new ``clientConfig.discord`` without restarting (raises ConfigError when
         invalid). Shards and intents are connection settings: they apply at the next start."""
         config = new if isinstance(new, DiscordConfig) else parse_config(new)
-        if (config.shards, config.members_intent) != (
+        if (config.shards, config.members_intent, config.reconnect) != (
             self.config.shards,
             self.config.members_intent,
+            self.config.reconnect,
         ):
             log.warning(
-                "discord: shards / membersIntent changes take effect when the client restarts"
+                "discord: shards / membersIntent / reconnect changes take effect when the client "
+                "restarts"
             )
         self.config = config
         return config
@@ -219,13 +256,21 @@ class DiscordClient(Client):
             user,
             len(self.bot.guilds),
         )
-        self._ready.set()
+        self._connection.up()
         # Replies a stopped process stored but did not send, still fresh: sent now, once. In the
         # background, tracked like a turn (``stop`` waits for it); after a reconnect it finds
         # what is left, which is nothing once they are sent.
         task = asyncio.create_task(self._redeliver(), name="discord-redeliver")
         self._inflight.add(task)
         task.add_done_callback(self._inflight.discard)
+
+    async def _on_resumed(self) -> None:
+        log.info("discord: %s resumed its connection", self.runtime.character.name)
+        self._connection.up()
+
+    async def _on_disconnect(self) -> None:
+        if not self._closing:
+            self._connection.down()
 
     async def _redeliver(self) -> None:
         try:

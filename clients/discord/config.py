@@ -25,7 +25,14 @@ from pydantic.alias_generators import to_camel
 
 from carrier.errors import ConfigError
 
-__all__ = ["DiscordConfig", "DiscordPolicy", "MentionPolicy", "RateLimit", "parse_config"]
+__all__ = [
+    "DiscordConfig",
+    "DiscordPolicy",
+    "MentionPolicy",
+    "RateLimit",
+    "ReconnectPolicy",
+    "parse_config",
+]
 
 DEFAULT_NOTICE = (
     "You're sending me messages faster than I can answer well. "
@@ -155,6 +162,15 @@ class DiscordPolicy(_Model):
         )
 
 
+class ReconnectPolicy(_Model):
+    """How long to wait between connection attempts after a failure: ``initialSeconds``, then
+    doubling (with jitter, ±50%) up to ``maxSeconds``; retried for as long as the client runs
+    (see :mod:`clients.discord.reconnect`)."""
+
+    initial_seconds: float = Field(default=1.0, gt=0, le=3600)
+    max_seconds: float = Field(default=60.0, gt=0, le=3600)
+
+
 class DiscordConfig(DiscordPolicy):
     """The whole ``clientConfig.discord`` section: a default policy, per-guild overrides, and
     connection settings that take effect when the client (re)starts."""
@@ -165,6 +181,8 @@ class DiscordConfig(DiscordPolicy):
     """Ask for the privileged Server Members intent (not needed for answering messages)."""
     guilds: dict[str, DiscordPolicy] = Field(default_factory=dict)
     """Overrides by guild id; only the keys given there replace the defaults above."""
+    reconnect: ReconnectPolicy = Field(default_factory=ReconnectPolicy)
+    """The backoff between connection attempts (applies when the client restarts)."""
 
     @field_validator("shards", mode="before")
     @classmethod

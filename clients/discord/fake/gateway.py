@@ -143,6 +143,14 @@ class Gateway:
             await session.send(7)
             self.sessions.remove(session)
 
+    async def drop_all(self) -> None:
+        """Cut every session as a network failure would (close code 4000, which a client resumes
+        from), without a reconnect request first."""
+        for session in list(self.sessions):
+            session.ready = False
+            self.sessions.remove(session)
+            await session.ws.close(code=4000, message=b"fake outage")
+
     async def close_all(self) -> None:
         for session in list(self.sessions):
             await session.ws.close(code=1001)

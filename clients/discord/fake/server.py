@@ -12,11 +12,16 @@ base URLs are pointed at 127.0.0.1 while the fake is open::
 
 Everything the bot does is recorded: ``sent`` (message payloads, with ``allowed_mentions`` and
 ``message_reference`` as sent), ``typing``, ``interaction_responses``, ``followups``, ``synced``.
+
+An outage: ``fake.refuse()`` answers every request 503 (``rest=False``: the gateway only) and
+counts them in ``refused``; ``await fake.gateway.drop_all()`` cuts the open sessions;
+``fake.accept()`` ends it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections import Counter
 from collections.abc import Callable
@@ -69,6 +74,10 @@ class FakeDiscord(World):
             enabled_intents=lambda: self.enabled_intents,
         )
         self.rest = Rest(self)
+        self.refusing: set[str] = set()
+        """What answers 503 now: ``"gateway"`` (the websocket upgrade), ``"rest"`` (the API)."""
+        self.refused: Counter[str] = Counter()
+        """Requests refused so far, by ``"gateway"`` and ``"rest"``."""
         self._runner: web.AppRunner | None = None
         self._port = 0
         self._saved: tuple[str, yarl.URL] | None = None
@@ -83,7 +92,7 @@ class FakeDiscord(World):
         return f"ws://127.0.0.1:{self._port}/gateway"
 
     async def start(self) -> None:
-        app = web.Application(client_max_size=32 * 1024 * 1024)
+        app = web.Application(client_max_size=32 * 1024 * 1024, middlewares=[self._outage])
         app.router.add_get("/gateway", self.gateway.handle)
         app.router.add_get("/cdn/{name}", self.rest.cdn)
         app.router.add_route("*", "/api/v10/{tail:.*}", self.rest.handle)
@@ -95,6 +104,27 @@ class FakeDiscord(World):
         self._saved = (discord.http.Route.BASE, discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY)
         discord.http.Route.BASE = f"{self.base_url}/api/v10"
         discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(self.gateway_url)
+
+    @web.middleware
+    async def _outage(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        kind = "gateway" if request.path == "/gateway" else "rest"
+        if kind in self.refusing:
+            self.refused[kind] += 1
+            body = {"code": 0, "message": "503: Service Unavailable (fake outage)"}
+            return web.Response(
+                body=json.dumps(body).encode(), status=503, content_type="application/json"
+            )
+        response: web.StreamResponse = await handler(request)
+        return response
+
+    def refuse(self, *, gateway: bool = True, rest: bool = True) -> None:
+        """Start an outage: the gateway's websocket upgrade and (``rest``) the REST API answer
+        503 until :meth:`accept`. Open sessions stay up: ``gateway.drop_all()`` cuts them."""
+        self.refusing = {k for k, on in (("gateway", gateway), ("rest", rest)) if on}
+
+    def accept(self) -> None:
+        """End the outage."""
+        self.refusing = set()
 
     async def close(self) -> None:
         if self._saved is not None:
