@@ -33,6 +33,10 @@ COMMANDS: dict[str, LazyCommand] = {
     "import-card": LazyCommand(
         "carrier.cli.validate:import_card", "Convert a Character Card into a Carrier persona file."
     ),
+    "agents": LazyCommand(
+        "carrier.cli.agents:agents_app",
+        "Agents in the store: list, show, revisions, diff, revert, start, stop.",
+    ),
     "memory": LazyCommand(
         "carrier.cli.memory:memory_app",
         "An agent's memories: list, search, export, import, prune, and forget a person.",
