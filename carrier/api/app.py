@@ -22,6 +22,7 @@ from carrier.api.errors import install_error_handlers
 from carrier.api.front_door import FrontDoor, HostPolicy
 from carrier.api.metrics import Metrics
 from carrier.api.ratelimit import RateLimiter
+from carrier.api.readiness import Startup
 from carrier.api.routes import (
     agents,
     audit,
@@ -80,11 +81,13 @@ def create_app(
     api_settings: ApiSettings | None = None,
     routers: Sequence[APIRouter] = (),
     metrics: Metrics | None = None,
+    startup: Startup | None = None,
 ) -> FastAPI:
     """The API for ``manager``'s agents, served on ``host`` (the address the server listens
     on: a loopback one answers to the loopback names and ``CARRIER_PUBLIC_HOSTS`` only).
     ``routers`` are mounted after the built-in ones. Without ``CARRIER_ADMIN_TOKEN`` the local
-    admin token is minted into the data dir here if it is not there yet."""
+    admin token is minted into the data dir here if it is not there yet. ``startup``: the
+    host's start-up, when it is not over before the API listens (``/health/ready``)."""
     api_settings = api_settings or load_api_settings(manager.environ)
     try:
         hosts = HostPolicy.for_bind(host, settings.public_hosts)
@@ -104,6 +107,7 @@ def create_app(
         api_settings=api_settings,
         tokens=tokens,
         metrics=metrics,
+        startup=startup or Startup(),
     )
     app.state.metrics = metrics
     app.state.auth = Authenticator(

@@ -11,17 +11,21 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from carrier.types import MemoryKind, MemoryStatus
 
 __all__ = [
+    "AgentHealth",
     "AgentOut",
     "ClientConfigOut",
+    "ClientHealth",
     "ErrorBody",
     "ForgetOut",
     "HealthOut",
+    "LiveOut",
     "MediaOut",
     "MemoryOut",
     "MemoryPage",
     "MessageIn",
     "MessageOut",
     "ProblemOut",
+    "ReadyOut",
     "TokenCreated",
     "TokenIn",
     "TokenOut",
@@ -186,6 +190,22 @@ class TokenCreated(TokenOut):
     """The bearer token; shown this once, stored only as a hash."""
 
 
+class ClientHealth(BaseModel):
+    """One platform client of a running agent (see ``carrier.clients.ClientStatus``)."""
+
+    status: Literal["connected", "connecting", "retrying", "failed", "not_configured", "elsewhere"]
+    """``retrying`` and ``failed`` are a configured client that is down (the service is
+    ``degraded``); ``not_configured``: no credentials here; ``elsewhere``: it runs in another
+    process (the worker)."""
+    since: datetime | None = None
+    """When it entered this status."""
+    last_error: str | None = None
+    """What went wrong last (no secrets): for ``failed``, what to fix."""
+    attempts: int = 0
+    """Failed attempts since it was last connected."""
+    next_retry_at: datetime | None = None
+
+
 class AgentHealth(BaseModel):
     id: str
     name: str
@@ -194,14 +214,30 @@ class AgentHealth(BaseModel):
     model_note: str | None = None
     """Why that model, e.g. why the agent is offline."""
     offline: bool | None
+    clients: dict[str, ClientHealth] = Field(default_factory=dict)
+    """Each client the character lists, by name: started or not, and how it is doing."""
 
 
 class HealthOut(BaseModel):
     status: Literal["ok", "degraded"]
+    """``degraded``: the store does not answer (the answer is then 503), or a configured
+    client of a running agent is down (retrying or failed)."""
     store: str
     """``ok``, or what failed."""
     agents: list[AgentHealth] | None = None
-    """Running agents and their model (admin only)."""
+    """Running agents, their model and their clients' states (admin only)."""
+
+
+class LiveOut(BaseModel):
+    status: Literal["ok"]
+    """The process and its event loop answer."""
+
+
+class ReadyOut(BaseModel):
+    status: Literal["ready", "starting", "unavailable"]
+    """``ready`` (200): start-up is over and the store answers; otherwise 503."""
+    reason: str | None = None
+    """Why it is not ready."""
 
 
 class MediaOut(BaseModel):

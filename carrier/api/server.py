@@ -26,6 +26,7 @@ from carrier.agents import AgentManager
 from carrier.api._header_timeout import header_timeout_protocol
 from carrier.api.app import create_app
 from carrier.api.front_door import is_loopback
+from carrier.api.readiness import Startup
 from carrier.api.settings import ApiSettings
 from carrier.errors import ConfigError
 from carrier.ports import port_problem
@@ -121,11 +122,19 @@ async def serve(
     api_settings: ApiSettings | None = None,
     routers: Sequence[APIRouter] = (),
     ready: Callable[[str], None] | None = None,
+    startup: Startup | None = None,
 ) -> None:
     """Serve the API for ``manager``'s agents until SIGINT/SIGTERM (``carrier serve``);
-    ``ready(url)`` is called once it listens."""
+    ``ready(url)`` is called once it listens; ``startup``: see :mod:`carrier.api.readiness`."""
     check_bind(host, settings)
-    app = create_app(manager, settings, host=host, api_settings=api_settings, routers=routers)
+    app = create_app(
+        manager,
+        settings,
+        host=host,
+        api_settings=api_settings,
+        routers=routers,
+        startup=startup,
+    )
     await _serve(_Server(_config(app, host, port, settings.log_level), ready), host, port)
 
 
@@ -171,9 +180,18 @@ async def api_server(
     port: int = 8000,
     api_settings: ApiSettings | None = None,
     routers: Sequence[APIRouter] = (),
+    startup: Startup | None = None,
 ) -> AsyncIterator[str]:
-    """The API in the background of other work (``carrier run``); yields its base URL."""
+    """The API in the background of other work (``carrier run``); yields its base URL.
+    ``startup``: see :mod:`carrier.api.readiness`."""
     check_bind(host, settings)
-    app = create_app(manager, settings, host=host, api_settings=api_settings, routers=routers)
+    app = create_app(
+        manager,
+        settings,
+        host=host,
+        api_settings=api_settings,
+        routers=routers,
+        startup=startup,
+    )
     async with running_app(app, host=host, port=port, log_level=settings.log_level) as url:
         yield url

@@ -12,6 +12,7 @@ from carrier.agents import AgentManager, AgentStatus
 from carrier.api._secrets import public_character, secret_status
 from carrier.api.auth import TokenStore
 from carrier.api.metrics import Metrics
+from carrier.api.readiness import Startup
 from carrier.api.schemas import AgentOut
 from carrier.api.settings import ApiSettings
 from carrier.character import parse_character
@@ -29,6 +30,8 @@ class ApiState:
     api_settings: ApiSettings
     tokens: TokenStore
     metrics: Metrics
+    startup: Startup = field(default_factory=Startup)
+    """Whether the host finished starting (``/health/ready``)."""
     background: set[asyncio.Task[Any]] = field(default_factory=set)
     """Turns still running after their streaming client went away (kept until they finish)."""
 
