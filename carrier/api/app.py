@@ -31,6 +31,7 @@ from carrier.api.routes import (
     media,
     memories,
     messages,
+    revisions,
     rooms,
     tokens,
     tools,
@@ -47,6 +48,7 @@ __all__ = ["ROUTERS", "create_app"]
 
 ROUTERS: list[APIRouter] = [
     agents.router,
+    revisions.router,
     messages.router,
     media.router,
     memories.router,

@@ -18,8 +18,11 @@ from starlette.exceptions import HTTPException
 from starlette.routing import Match
 
 from carrier.agents import AgentExists, AgentNotFound, AgentNotRunning, ClientConfigError
+from carrier.agents.errors import RevisionNotFound
+from carrier.agents.imports import ImportConflict
 from carrier.api.schemas import ErrorBody, ProblemOut
 from carrier.errors import CharacterError, ProviderError, StoreError, UserError
+from carrier.fleet.base import RevisionConflict
 
 __all__ = ["ApiError", "BodyTooLarge", "error_responses", "install_error_handlers"]
 
@@ -70,8 +73,9 @@ _DESCRIPTIONS = {
     400: "The request is malformed.",
     401: "No valid bearer token (see WWW-Authenticate).",
     403: "The token may not do this.",
-    404: "No such agent, entity, token or client.",
-    409: "The request conflicts with the current state (exists already, not running, ...).",
+    404: "No such agent, revision, entity, token or client.",
+    409: "The request conflicts with the current state (exists already, not running, "
+    "changed since the given revision, ...).",
     413: "The body is larger than the configured limit.",
     415: "The body's content type is not accepted here.",
     422: "The input is invalid; `problems` lists every field path and what was expected.",
@@ -145,6 +149,16 @@ async def _carrier_error(request: Request, exc: Exception) -> JSONResponse:
         return error_json(404, "agent_not_found", str(exc))
     if isinstance(exc, AgentExists):
         return error_json(409, "agent_exists", str(exc))
+    if isinstance(exc, RevisionNotFound):
+        return error_json(404, "revision_not_found", str(exc))
+    if isinstance(exc, RevisionConflict):
+        problem = ProblemOut(
+            path="query.revision",
+            message=f"expected revision {exc.expected}; the head is revision {exc.actual}",
+        )
+        return error_json(409, "revision_conflict", str(exc), [problem])
+    if isinstance(exc, ImportConflict):
+        return error_json(409, "import_conflict", str(exc))
     if isinstance(exc, AgentNotRunning):
         message = f"{exc}: POST /agents/{exc.agent_id}/start"
         return error_json(409, "agent_not_running", message)

@@ -65,10 +65,19 @@ class ErrorBody(BaseModel):
 class AgentOut(BaseModel):
     id: str
     name: str
-    status: str
-    """As stored: ``running`` or ``stopped`` (another process may run it)."""
+    status: Literal["running", "stopped"]
+    """Its desired state, which every Carrier process sharing the store applies: ``running``
+    after a start (also when another process, the worker, runs it), ``stopped`` after a stop
+    or before its first start."""
     running: bool
     """Whether it runs in this process."""
+    revision: int | None = None
+    """Its character's head revision (``GET /agents/{agent_id}/revisions``); pass it as
+    ``?revision=`` to ``PUT /agents/{agent_id}`` to refuse an edit over a newer one."""
+    desired_by: str | None = None
+    """Who last started or stopped it (``admin``, ``cli:<user>``, a character file's path)."""
+    desired_at: datetime | None = None
+    """When."""
     model: str | None = None
     """The name of the model that answers (``openai/gpt-4o-mini``), ``offline`` when the agent
     answers from its message examples; null when it does not run here."""

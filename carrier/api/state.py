@@ -49,7 +49,8 @@ def api_state(request: Request) -> ApiState:
 def agent_out(status: AgentStatus, state: ApiState) -> AgentOut:
     """An agent as the API shows it: secret references left out, their status shown instead;
     the model's name and notes with any endpoint's credentials masked (``CARRIER_API_BASE`` may
-    carry a password or a key), as are the reasons clients were skipped."""
+    carry a password or a key), as are the reasons clients were skipped. ``status`` is the
+    desired state (what every process applies), not what runs here (``running``)."""
     record = status.record
     try:
         secrets = secret_status(parse_character(record.character), state.manager.environ)
@@ -58,8 +59,11 @@ def agent_out(status: AgentStatus, state: ApiState) -> AgentOut:
     return AgentOut(
         id=record.id,
         name=record.name,
-        status=record.status,
+        status="running" if status.should_run else "stopped",
         running=status.running,
+        revision=status.revision,
+        desired_by=status.desired.actor if status.desired is not None else None,
+        desired_at=status.desired.updated_at if status.desired is not None else None,
         model=shown(status.model),
         model_note=shown(status.model_note),
         offline=status.offline,

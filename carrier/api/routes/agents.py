@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Request, Response
+from fastapi import APIRouter, Depends, Path, Query, Request, Response
 
 from carrier.agents import AgentStatus
 from carrier.api._secrets import keep_secret_refs
@@ -69,17 +69,35 @@ async def get_agent(agent_id: AgentId, state: State, _: AgentAccess) -> AgentOut
     "/{agent_id}",
     response_model=AgentOut,
     summary="Replace an agent's character",
-    responses=error_responses(400, 403, 404, 413, 415, 422),
+    responses=error_responses(400, 403, 404, 409, 413, 415, 422),
     openapi_extra=CHARACTER_BODY,
 )
-async def put_agent(agent_id: AgentId, request: Request, state: State, _: Admin) -> AgentOut:
-    """A running agent uses the new character from its next turn. Secret references are never
-    shown; leave them out to keep the stored ones (set one to ``""`` to clear it)."""
+async def put_agent(
+    agent_id: AgentId,
+    request: Request,
+    state: State,
+    _: Admin,
+    revision: Annotated[
+        int | None,
+        Query(
+            ge=1,
+            le=2**31 - 1,
+            description="The revision the edit was made on (``revision`` of ``GET "
+            "/agents/{agent_id}``): refused with 409 ``revision_conflict`` if the character "
+            "changed since. Leave it out to store the edit whatever the head is.",
+        ),
+    ] = None,
+) -> AgentOut:
+    """Stores the character as the agent's next revision (source ``api``, by the token's name);
+    a running agent uses it from its next turn, in every process. Secret references are never
+    shown; leave them out to keep the stored ones (set one to ``""`` to clear it). With
+    ``?revision=N``, an edit made on a stale read does not undo another: 409 names both
+    revisions."""
     character = await character_from_request(request)
     old = await state.manager.get(agent_id)
     data = keep_secret_refs(character_data(character), old.character)
     character = parse_character(data, source=character.source)
-    await state.manager.update(agent_id, character)
+    await state.manager.update(agent_id, character, expected_revision=revision)
     return agent_out(await state.manager.status(agent_id), state)
 
 
