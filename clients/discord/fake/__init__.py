@@ -7,5 +7,6 @@ from __future__ import annotations
 
 from clients.discord.fake.rest import Sent
 from clients.discord.fake.server import FakeDiscord, Guild
+from clients.discord.fake.world import Bot
 
-__all__ = ["FakeDiscord", "Guild", "Sent"]
+__all__ = ["Bot", "FakeDiscord", "Guild", "Sent"]

@@ -2,7 +2,8 @@
 
 HELLO → IDENTIFY → READY + one GUILD_CREATE per guild of the shard, heartbeats acknowledged,
 RESUME answered with RESUMED, and close code 4014 when the identify asks for a privileged intent
-the "application" has not enabled, exactly as Discord does.
+the "application" has not enabled, exactly as Discord does. A session belongs to the bot whose
+token identified it (``bot_of``): it gets that bot's READY, guilds and events.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import asyncio
 import json
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +36,8 @@ class Session:
     session_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     seq: int = 0
     ready: bool = False
+    bot_id: int = 0
+    """The bot whose token identified the session."""
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     async def send(self, op: int, data: Any = None, event: str | None = None) -> None:
@@ -48,21 +51,24 @@ class Session:
 
 
 class Gateway:
-    """One websocket endpoint; ``ready_payload(shard)`` and ``guilds_for(shard)`` come from the
-    server, which owns the world."""
+    """One websocket endpoint; ``ready_payload(session)``, ``guilds_for(session)`` and
+    ``bot_of(token)`` (the bot id a token identifies as) come from the server, which owns the
+    world."""
 
     def __init__(
         self,
         *,
         url: Callable[[], str],
         ready_payload: Callable[[Session], Json],
-        guilds_for: Callable[[tuple[int, int]], list[Json]],
+        guilds_for: Callable[[Session], list[Json]],
         enabled_intents: Callable[[], int],
+        bot_of: Callable[[str], int] = lambda token: 0,
     ) -> None:
         self._url = url
         self._ready_payload = ready_payload
         self._guilds_for = guilds_for
         self._enabled = enabled_intents
+        self._bot_of = bot_of
         self.sessions: list[Session] = []
         self.identifies: list[Json] = []
         self.resumes: list[Json] = []
@@ -102,8 +108,9 @@ class Gateway:
             return
         shard = data.get("shard") or [0, 1]
         session.shard = (int(shard[0]), int(shard[1]))
+        session.bot_id = self._bot_of(str(data.get("token") or ""))
         await session.send(0, self._ready_payload(session), "READY")
-        for guild in self._guilds_for(session.shard):
+        for guild in self._guilds_for(session):
             await session.send(0, guild, "GUILD_CREATE")
         session.ready = True
         self._by_id[session.session_id] = session
@@ -116,25 +123,38 @@ class Gateway:
             await session.send(9, False)  # invalid session: the client identifies again
             return
         session.session_id, session.shard, session.seq = old.session_id, old.shard, old.seq
+        session.bot_id = old.bot_id
         self._by_id[session.session_id] = session
         session.ready = True
         self.sessions.append(session)
         await session.send(0, {}, "RESUMED")
 
-    def session_for(self, guild_id: int | None) -> Session | None:
+    def session_for(self, guild_id: int | None, bot_id: int | None = None) -> Session | None:
+        """The ready session of the guild's shard (of ``bot_id``'s sessions, when given)."""
         for session in self.sessions:
             shard_id, count = session.shard
             wanted = 0 if guild_id is None else (guild_id >> 22) % count
-            if session.ready and shard_id == wanted:
+            mine = bot_id is None or session.bot_id == bot_id
+            if session.ready and shard_id == wanted and mine:
                 return session
         return None
 
-    async def dispatch(self, event: str, data: Json, *, guild_id: int | None = None) -> bool:
-        session = self.session_for(guild_id)
-        if session is None:
-            return False
-        await session.send(0, data, event)
-        return True
+    async def dispatch(
+        self,
+        event: str,
+        data: Json,
+        *,
+        guild_id: int | None = None,
+        bots: Collection[int] | None = None,
+    ) -> bool:
+        """Send an event to the session of the guild's shard — of each of ``bots`` that has
+        one, when given; whether any session got it."""
+        wanted: list[int | None] = [None] if bots is None else list(bots)
+        targets = [self.session_for(guild_id, bot_id) for bot_id in wanted]
+        sessions = [session for session in targets if session is not None]
+        for session in sessions:
+            await session.send(0, data, event)
+        return bool(sessions)
 
     async def reconnect_all(self) -> None:
         """Ask every session to reconnect (op 7), as Discord does before maintenance."""

@@ -1,4 +1,9 @@
-"""The fake Discord's REST API: the routes the client uses, with every call recorded."""
+"""The fake Discord's REST API: the routes the client uses, with every call recorded.
+
+A call authorized with a bot's token acts as that bot (its user, its application, the author
+of what it sends); interaction callbacks and webhooks, which carry no token, act as the default
+bot.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ from clients.discord.fake.payloads import Json
 
 if TYPE_CHECKING:
     from clients.discord.fake.server import FakeDiscord
+    from clients.discord.fake.world import Bot
 
 __all__ = ["Rest", "Sent"]
 
@@ -36,6 +42,11 @@ class Sent:
     @property
     def content(self) -> str:
         return str(self.payload.get("content") or "")
+
+    @property
+    def author_id(self) -> int:
+        """The bot that sent it."""
+        return int(self.message["author"]["id"])
 
 
 def _json(data: Any, status: int = 200) -> web.Response:
@@ -62,8 +73,8 @@ class Rest:
         self.synced: dict[str, list[Json]] = {}
         self.unknown: list[str] = []
         self._interactions_by_token: dict[str, Json] = {}
-        self._nonces: dict[str, tuple[float, Json]] = {}
-        """The bot's messages by nonce, when created (``enforce_nonce``)."""
+        self._nonces: dict[tuple[int, str], tuple[float, Json]] = {}
+        """The bots' messages by (bot id, nonce), when created (``enforce_nonce``)."""
         self.nonce_window_s = 300.0
         """How long a nonce is enforced: Discord says "the past few minutes"."""
         self.nonce_hits = 0
@@ -99,7 +110,7 @@ class Rest:
             match = pattern.fullmatch(tail)
             if match is None or method != request.method:
                 continue
-            if auth and request.headers.get("Authorization") != f"Bot {self.fake.token}":
+            if auth and self._token_bot(request) is None:
                 return _error(401, 0, "401: Unauthorized")
             return await handler(request, match)
         self.unknown.append(f"{request.method} {tail}")
@@ -121,15 +132,28 @@ class Rest:
             return {}
         return await request.json()
 
+    def _token_bot(self, request: web.Request) -> Bot | None:
+        """The bot whose token authorizes the call, if any."""
+        header = request.headers.get("Authorization") or ""
+        if not header.startswith("Bot "):
+            return None
+        return self.fake.bot_with_token(header.removeprefix("Bot "))
+
+    def _bot(self, request: web.Request) -> Bot:
+        """The bot a call acts as: its token's (the default bot for calls without a token)."""
+        return self._token_bot(request) or self.fake.default_bot
+
     # -- routes -----------------------------------------------------------------------------
     async def _me(self, request: web.Request, match: re.Match[str]) -> web.StreamResponse:
-        return _json({**self.fake.bot, "verified": True, "mfa_enabled": False, "flags": 0})
+        user = self._bot(request).user
+        return _json({**user, "verified": True, "mfa_enabled": False, "flags": 0})
 
     async def _application(self, request: web.Request, match: re.Match[str]) -> web.StreamResponse:
+        bot = self._bot(request)
         return _json(
             {
-                "id": str(self.fake.application_id),
-                "name": self.fake.bot["global_name"],
+                "id": str(bot.id),
+                "name": bot.name,
                 "icon": None,
                 "description": "",
                 "rpc_origins": [],
@@ -165,11 +189,12 @@ class Rest:
             return _error(*self.refused[channel_id])
         # Like Discord: with enforce_nonce, a nonce the bot used in the past few minutes gets
         # back the message it created then, and nothing new is posted.
+        bot = self._bot(request)
         nonce = (
             str(payload["nonce"]) if payload.get("enforce_nonce") and "nonce" in payload else None
         )
         if nonce is not None:
-            seen = self._nonces.get(nonce)
+            seen = self._nonces.get((bot.id, nonce))
             if seen is not None and time.monotonic() - seen[0] < self.nonce_window_s:
                 self.nonce_hits += 1
                 return _json(seen[1])
@@ -181,7 +206,7 @@ class Rest:
             elif ref.get("fail_if_not_exists", True):
                 return _error(400, 50035, "Invalid Form Body: message_reference: Unknown message")
         message = self.fake.make_message(
-            self.fake.bot,
+            bot.user,
             payload.get("content") or "",
             channel=channel_id,
             reply_to=reply_to,
@@ -189,7 +214,7 @@ class Rest:
         )
         if nonce is not None:
             message["nonce"] = nonce
-            self._nonces[nonce] = (time.monotonic(), message)
+            self._nonces[bot.id, nonce] = (time.monotonic(), message)
         self.sent.append(Sent(channel_id=channel_id, payload=payload, message=message))
         self.sent_to[channel_id] += 1
         async with self.changed:
@@ -218,7 +243,7 @@ class Rest:
             data = {
                 **command,
                 "id": str(self.fake.ids()),
-                "application_id": str(self.fake.application_id),
+                "application_id": str(self._bot(request).id),
                 "version": "1",
             }
             data.setdefault("type", 1)

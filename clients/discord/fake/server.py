@@ -13,6 +13,11 @@ base URLs are pointed at 127.0.0.1 while the fake is open::
 Everything the bot does is recorded: ``sent`` (message payloads, with ``allowed_mentions`` and
 ``message_reference`` as sent), ``typing``, ``interaction_responses``, ``followups``, ``synced``.
 
+Several bots: ``bot = fake.add_bot("Pilot", guilds=[guild])`` is another application with its
+own token (``bot.token``, ``bot.id``). REST calls with its token act as it (what it sends has it
+as author: ``Sent.author_id``); a gateway identify with its token gets its READY user and only
+its guilds; an event in a guild reaches the session of every bot in that guild.
+
 An outage: ``fake.refuse()`` answers every request 503 (``rest=False``: the gateway only) and
 counts them in ``refused``; ``await fake.gateway.drop_all()`` cuts the open sessions;
 ``fake.accept()`` ends it.
@@ -60,7 +65,7 @@ class FakeDiscord(World):
         members_enabled: bool = True,
         shards: int = 1,
     ) -> None:
-        super().__init__(bot_name=bot_name)
+        super().__init__(bot_name=bot_name, token=token)
         self.token = token
         self.enabled_intents = (MESSAGE_CONTENT if message_content_enabled else 0) | (
             MEMBERS if members_enabled else 0
@@ -70,8 +75,9 @@ class FakeDiscord(World):
         self.gateway = Gateway(
             url=lambda: self.gateway_url,
             ready_payload=self._ready,
-            guilds_for=self._guilds_for,
+            guilds_for=lambda session: self._guilds_for(session.shard, bot_id=session.bot_id),
             enabled_intents=lambda: self.enabled_intents,
+            bot_of=self._bot_of,
         )
         self.rest = Rest(self)
         self.refusing: set[str] = set()
@@ -150,32 +156,46 @@ class FakeDiscord(World):
         return flags | (_APP_GUILD_MEMBERS if self.enabled_intents & MEMBERS else 0)
 
     # -- gateway ------------------------------------------------------------------------------
+    def _bot_of(self, token: str) -> int:
+        """The bot a gateway identify acts as: the token's (the default bot's when unknown)."""
+        return (self.bot_with_token(token) or self.default_bot).id
+
     def _ready(self, session: Session) -> Json:
+        bot = next((b for b in self.bots.values() if b.id == session.bot_id), self.default_bot)
         return {
             "v": 10,
-            "user": {**self.bot, "verified": True, "mfa_enabled": False, "flags": 0},
+            "user": {**bot.user, "verified": True, "mfa_enabled": False, "flags": 0},
             "guilds": [
                 {"id": str(g.id), "unavailable": True}
-                for g in self._guilds_for(session.shard, raw=True)
+                for g in self._guilds_for(session.shard, raw=True, bot_id=bot.id)
             ],
             "session_id": session.session_id,
             "resume_gateway_url": self.gateway_url,
             "shard": list(session.shard),
-            "application": {"id": str(self.application_id), "flags": self.application_flags},
+            "application": {"id": str(bot.id), "flags": self.application_flags},
             "private_channels": [],
             "relationships": [],
             "presences": [],
         }
 
-    def _guilds_for(self, shard: tuple[int, int], raw: bool = False) -> list[Any]:
+    def _guilds_for(
+        self, shard: tuple[int, int], raw: bool = False, bot_id: int | None = None
+    ) -> list[Any]:
+        """The guilds of a shard (those ``bot_id`` is a member of, when given)."""
         shard_id, count = shard
-        guilds = [g for g in self.guilds.values() if (g.id >> 22) % count == shard_id]
+        guilds = [
+            g
+            for g in self.guilds.values()
+            if (g.id >> 22) % count == shard_id and (bot_id is None or bot_id in g.members)
+        ]
         return guilds if raw else [g.payload() for g in guilds]
 
     async def dispatch(self, event: str, data: Json, *, guild_id: int | None = None) -> None:
-        """Send one gateway event to the session that owns the guild (shard 0 for DMs)."""
+        """Send one gateway event to the session that owns the guild (shard 0 for DMs), of each
+        bot in the guild that has one."""
+        bots = [bot.id for bot in self.bots_in(guild_id)]
         for _ in range(200):  # a session may be reconnecting; wait for it up to ~2 s
-            if await self.gateway.dispatch(event, data, guild_id=guild_id):
+            if await self.gateway.dispatch(event, data, guild_id=guild_id, bots=bots):
                 self.dispatched[event] += 1
                 return
             await asyncio.sleep(0.01)

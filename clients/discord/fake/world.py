@@ -1,14 +1,15 @@
-"""The fake Discord's state: the bot, guilds with channels, threads and members, DMs, messages."""
+"""The fake Discord's state: the bots, guilds with channels, threads and members, DMs, messages."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from clients.discord.fake import payloads as p
 from clients.discord.fake.payloads import Ids, Json
 
-__all__ = ["Guild", "World"]
+__all__ = ["Bot", "Guild", "World"]
 
 
 @dataclass
@@ -36,12 +37,30 @@ class Guild:
         )
 
 
+@dataclass(frozen=True)
+class Bot:
+    """A bot application: REST calls and gateway identifies with ``token`` act as this bot (its
+    application id is its user id, as for bots Discord creates)."""
+
+    token: str
+    id: int
+    user: Json
+
+    @property
+    def name(self) -> str:
+        return str(self.user["global_name"])
+
+
 class World:
-    def __init__(self, *, bot_name: str) -> None:
+    def __init__(self, *, bot_name: str, token: str = "fake-bot-token") -> None:
         self.ids = Ids()
         self.bot_id = self.ids()
         self.application_id = self.bot_id
         self.bot = p.user(self.bot_id, bot_name.lower(), bot=True, global_name=bot_name)
+        self.default_bot = Bot(token=token, id=self.bot_id, user=self.bot)
+        """The bot every guild has (``bot``, ``bot_id``): the one of single-bot tests."""
+        self.bots: dict[str, Bot] = {token: self.default_bot}
+        """Every bot by token: the default one, then those of :meth:`add_bot`."""
         self.owner = p.user(self.ids(), "owner")
         self.guilds: dict[int, Guild] = {}
         self.users: dict[int, Json] = {}
@@ -71,6 +90,27 @@ class World:
         for name_ in channels:
             self.add_channel(guild, name_)
         return guild
+
+    def add_bot(self, name: str, *, token: str | None = None, guilds: Iterable[Guild] = ()) -> Bot:
+        """Another bot application (its own token, user and application id), a member of
+        ``guilds`` (:meth:`join` adds it to more). It sees only the guilds it is a member of;
+        DMs stay with the default bot."""
+        data = p.user(self.ids(), name.lower(), bot=True, global_name=name)
+        bot = Bot(token=token or f"fake-bot-token-{data['id']}", id=int(data["id"]), user=data)
+        if bot.token in self.bots:
+            raise ValueError(f"fake Discord: a bot already has the token {bot.token!r}")
+        self.bots[bot.token] = bot
+        for guild in guilds:
+            self.join(guild, bot)
+        return bot
+
+    def join(self, guild: Guild, bot: Bot) -> None:
+        """``bot`` joins ``guild``, with a managed role of its own holding every permission."""
+        if bot.id in guild.members:
+            return
+        role_id = self.ids()
+        guild.roles.append(p.role(role_id, bot.name, permissions=p.ALL_PERMISSIONS, bot_id=bot.id))
+        guild.members[bot.id] = p.member(bot.user, roles=[role_id])
 
     def add_channel(self, guild: Guild, name: str) -> int:
         cid = self.ids()
@@ -122,6 +162,16 @@ class World:
     # -- lookups ----------------------------------------------------------------------------------
     def guild_of(self, channel_id: int) -> int | None:
         return self.channel_guild.get(channel_id)
+
+    def bot_with_token(self, token: str) -> Bot | None:
+        return self.bots.get(token)
+
+    def bots_in(self, guild_id: int | None) -> list[Bot]:
+        """The bots that see a guild's events: its bot members (DMs: the default bot)."""
+        if guild_id is None:
+            return [self.default_bot]
+        members = self.guilds[guild_id].members
+        return [bot for bot in self.bots.values() if bot.id in members]
 
     def dm_channel(self, user_data: Json) -> int:
         uid = int(user_data["id"])
