@@ -6,17 +6,16 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from carrier.assemble import OFFLINE_HINT, offline_summary
+from tests.processes import run_until_ready
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -41,41 +40,15 @@ def carrier(
     )
 
 
-def carrier_until(
-    *args: str, data_dir: Path, ready: str = "running (Ctrl-C to stop)"
-) -> subprocess.CompletedProcess[str]:
-    """Run ``carrier`` until it prints ``ready`` (a worker runs until stopped), then stop it with
-    SIGINT, as Ctrl-C does, and return what it printed."""
+def carrier_until(*args: str, data_dir: Path) -> subprocess.CompletedProcess[str]:
+    """Run ``carrier`` until it says it runs (a worker runs until stopped), then stop it."""
     env = {
         k: v
         for k, v in os.environ.items()
         if not k.endswith("_API_KEY") and not k.startswith("CARRIER_")
     }
     env.update({"CARRIER_DATA_DIR": str(data_dir), "HF_HUB_OFFLINE": "1"})
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "carrier", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-        env=env,
-    )
-    assert proc.stdout is not None
-    err: list[str] = []
-    drain = threading.Thread(target=lambda: err.extend(proc.stderr or []), daemon=True)
-    drain.start()
-    out: list[str] = []
-    try:
-        for line in proc.stdout:
-            out.append(line)
-            if line.strip() == ready:
-                proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=240)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    drain.join(timeout=30)
-    return subprocess.CompletedProcess(proc.args, proc.returncode, "".join(out), "".join(err))
+    return run_until_ready([sys.executable, "-m", "carrier", *args], env=env, cwd=ROOT)
 
 
 @pytest.fixture

@@ -38,6 +38,7 @@ from carrier.memory.fake import HashEmbedder
 from carrier.memory.sqlite import SQLiteStore
 from carrier.settings import Settings, load_settings
 from tests.api.conftest import answer, bearer
+from tests.processes import run_until_ready
 
 ROOT = Path(__file__).resolve().parents[2]
 HARBOR = ROOT / "characters" / "harbor.yaml"
@@ -587,13 +588,10 @@ def _mode(path: Path) -> int:
 
 @pytest.mark.slow
 def test_data_dir_private_after_carrier_run(tmp_path: Path, loose_data_dir: Path) -> None:
-    result = subprocess.run(
+    result = run_until_ready(
         [sys.executable, "-m", "carrier", "run", "--no-api", str(HARBOR)],
         cwd=tmp_path,
         env=_env(loose_data_dir),
-        capture_output=True,
-        text=True,
-        timeout=240,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     data = loose_data_dir
