@@ -12,6 +12,10 @@ A process that stops mid-way leaves the outbox as it was. When the agent starts 
 :meth:`Outbox.recover` settles what the previous process left (see its docstring): replies that
 are still fresh (``CARRIER_REPLY_RECOVERY_SECONDS``, 120 s by default) are sent by their client
 once it is connected (:meth:`Outbox.redeliver`), older ones are failed with the reason.
+
+With several processes on one store, each settles only the platforms it serves
+(:class:`Platforms`): the web process the API's at its start, a worker a platform's when it takes
+that platform's connection over (its lease, :mod:`carrier.agents.leases`), from that moment on.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from itertools import count
 
@@ -28,10 +32,12 @@ from carrier.memory.base import Store
 from carrier.types import Memory, MemoryKind, MemoryStatus, stable_id, utcnow
 
 __all__ = [
+    "EVERY",
     "HISTORY_PLATFORMS",
     "INTERRUPTED",
     "RECOVERY_SECONDS",
     "Outbox",
+    "Platforms",
     "Recovery",
     "Send",
     "reply_id",
@@ -57,6 +63,31 @@ _UNSENT = (MemoryStatus.PENDING, MemoryStatus.SENDING)
 _DELIVERED = (MemoryStatus.SENT, MemoryStatus.STORED)
 """``stored``: a reply written before the outbox existed, sent by the process that wrote it."""
 _PAGE = 500
+
+
+@dataclass(frozen=True)
+class Platforms:
+    """Which platforms' messages a recovery settles: those in ``only`` (None: every one), less
+    those in ``exclude``. A process settles what it serves, and only that."""
+
+    only: frozenset[str] | None = None
+    exclude: frozenset[str] = field(default_factory=frozenset)
+
+    @classmethod
+    def of(cls, *names: str) -> Platforms:
+        return cls(only=frozenset(names))
+
+    def __contains__(self, platform: object) -> bool:
+        return (self.only is None or platform in self.only) and platform not in self.exclude
+
+    @property
+    def empty(self) -> bool:
+        return self.only is not None and not (self.only - self.exclude)
+
+
+EVERY = Platforms()
+"""Every platform: what a process that serves them all (``carrier run``, ``carrier chat``)
+settles."""
 
 
 def reply_id(inbound_id: str, index: int) -> str:
@@ -86,7 +117,8 @@ class Outbox:
     clients call :meth:`deliver` after each turn and :meth:`redeliver` once connected.
 
     ``since`` is when this process's runtime started: a claim older than that was made by a
-    process that stopped (one process serves a room; see :meth:`recover`).
+    process that stopped (one process serves a room; see :meth:`recover`). A platform this
+    process took over later (its connection) is settled from that moment instead.
     """
 
     def __init__(
@@ -103,7 +135,10 @@ class Outbox:
         self.window_s = window_s
         self._agent_entity = stable_id(agent_id, "agent")
         self._lock = asyncio.Lock()
-        self._expiry: asyncio.Task[None] | None = None
+        self._taken: list[tuple[Platforms, datetime]] = []
+        """What this process settled, from when: a platform's replies left before that moment
+        are the previous holder's (:meth:`redeliver`)."""
+        self._expiries: set[asyncio.Task[None]] = set()
 
     @property
     def stale_reason(self) -> str:
@@ -196,9 +231,13 @@ class Outbox:
         raise AssertionError("unreachable")  # pragma: no cover
 
     # -- after a stop ------------------------------------------------------------------------
-    async def recover(self) -> Recovery:
-        """Settle the messages a previous process left unfinished (``received`` or ``pending``,
-        written before this process started). Run at agent start, before the clients connect.
+    async def recover(
+        self, *, platforms: Platforms = EVERY, since: datetime | None = None
+    ) -> Recovery:
+        """Settle the messages of ``platforms`` a previous process left unfinished (``received``
+        or ``pending``, written before ``since``: this process's start by default, or the
+        moment it took a platform's connection over). Run at agent start, before the clients
+        connect, and when a connection is taken over, before that client connects.
 
         - no reply stored: the message is failed, ``interrupted``;
         - a reply claimed (``sending``) by the stopped process: it may or may not have gone
@@ -211,15 +250,21 @@ class Outbox:
           (:meth:`redeliver`); one still unsent when its window ends is failed then;
         - and the message is closed as its replies say, if none is left unsent.
 
-        One process serves a room, so every claim older than this process is a dead one's.
-        With several processes on one store, this is the one place that must learn to keep to
-        the rooms this process serves."""
+        One process serves a room: the one that holds the platform's connection (or serves the
+        API), so every claim on ``platforms`` older than ``since`` is a previous holder's. A
+        process never settles a platform it does not serve: the caller says which it serves."""
+        since = since or self.since
+        report = Recovery()
+        if platforms.empty:
+            return report
         async with self._lock:
-            report = Recovery()
+            self._taken.append((platforms, since))
             unfinished = await self._all(
-                kinds=[MemoryKind.MESSAGE], statuses=list(_OPEN), exclude_agent=True
+                kinds=[MemoryKind.MESSAGE], statuses=list(_OPEN), exclude_agent=True, before=since
             )
             for inbound in unfinished:
+                if inbound.content.source not in platforms:
+                    continue
                 report.found += 1
                 replies = await self.replies_of(inbound.id)
                 if not replies:
@@ -229,14 +274,14 @@ class Outbox:
                     report.interrupted += 1
                     continue
                 for reply in replies:
-                    await self._settle(reply, report)
+                    await self._settle(reply, report, since)
                 await self.close(inbound.id)
             if report.waiting:
-                self._schedule_expiry()
+                self._schedule_expiry(platforms, since)
             return report
 
-    async def _settle(self, reply: Memory, report: Recovery) -> None:
-        if reply.status is MemoryStatus.SENDING and reply.updated_at < self.since:
+    async def _settle(self, reply: Memory, report: Recovery, since: datetime) -> None:
+        if reply.status is MemoryStatus.SENDING and reply.updated_at < since:
             await self._mark(reply, MemoryStatus.PENDING, expect=[MemoryStatus.SENDING])
         if reply.status is not MemoryStatus.PENDING:
             return
@@ -264,7 +309,10 @@ class Outbox:
         message's replies still go. Returns how many replies were sent."""
         async with self._lock:
             left = await self._all(
-                kinds=[MemoryKind.MESSAGE], statuses=[MemoryStatus.PENDING], agent_only=True
+                kinds=[MemoryKind.MESSAGE],
+                statuses=[MemoryStatus.PENDING],
+                agent_only=True,
+                before=self._since_for(platform),
             )
             inbound_ids = dict.fromkeys(
                 r.content.in_reply_to
@@ -293,22 +341,30 @@ class Outbox:
                     )
             return sent
 
-    async def expire(self) -> int:
-        """Fail the replies a stopped process left that are still unsent after their window,
-        and close their messages. Runs by itself once the last window ends."""
+    async def expire(self, *, platforms: Platforms = EVERY, since: datetime | None = None) -> int:
+        """Fail the replies of ``platforms`` a stopped process left (before ``since``) that are
+        still unsent after their window, and close their messages. Runs by itself once the last
+        window ends."""
         async with self._lock:
             left = await self._all(
-                kinds=[MemoryKind.MESSAGE], statuses=[MemoryStatus.PENDING], agent_only=True
+                kinds=[MemoryKind.MESSAGE],
+                statuses=[MemoryStatus.PENDING],
+                agent_only=True,
+                before=since or self.since,
             )
-            return await self._expire([r for r in left if self._stale(r)])
+            return await self._expire(
+                [r for r in left if r.content.source in platforms and self._stale(r)]
+            )
 
     async def aclose(self) -> None:
-        """Stop the expiry timer (the agent stops)."""
-        if self._expiry is not None:
-            self._expiry.cancel()
+        """Stop the expiry timers (the agent stops)."""
+        tasks = list(self._expiries)
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
-                await self._expiry
-            self._expiry = None
+                await task
+        self._expiries.clear()
 
     # -- helpers ---------------------------------------------------------------------------
     async def _expire(self, replies: Sequence[Memory]) -> int:
@@ -329,21 +385,27 @@ class Outbox:
             )
         return expired
 
-    def _schedule_expiry(self) -> None:
-        if self._expiry is not None and not self._expiry.done():
-            return
-        self._expiry = asyncio.get_running_loop().create_task(
-            self._expire_later(), name=f"carrier-outbox-expiry-{self.agent_id}"
+    def _schedule_expiry(self, platforms: Platforms, since: datetime) -> None:
+        task = asyncio.get_running_loop().create_task(
+            self._expire_later(platforms, since), name=f"carrier-outbox-expiry-{self.agent_id}"
         )
+        self._expiries.add(task)
+        task.add_done_callback(self._expiries.discard)
 
-    async def _expire_later(self) -> None:
-        # Every reply waiting was written before this process started, so one wake-up at the
-        # end of the newest one's window finds them all stale.
-        await asyncio.sleep(max(0.0, (self.since - utcnow()).total_seconds() + self.window_s))
+    async def _expire_later(self, platforms: Platforms, since: datetime) -> None:
+        # Every reply waiting was written before ``since``, so one wake-up at the end of the
+        # newest one's window finds them all stale.
+        await asyncio.sleep(max(0.0, (since - utcnow()).total_seconds() + self.window_s))
         try:
-            await self.expire()
+            await self.expire(platforms=platforms, since=since)
         except Exception:  # logged; the next start settles them
             log.exception("agent %s: expiring unsent replies failed", self.agent_id)
+
+    def _since_for(self, platform: str) -> datetime:
+        """From when this process serves ``platform``: the latest recovery that covered it
+        (its start, or a takeover of the connection), else its start."""
+        found = [since for platforms, since in self._taken if platform in platforms]
+        return max(found) if found else self.since
 
     def _stale(self, reply: Memory) -> bool:
         return reply.created_at < utcnow() - timedelta(seconds=self.window_s)
@@ -368,11 +430,11 @@ class Outbox:
         statuses: list[MemoryStatus],
         agent_only: bool = False,
         exclude_agent: bool = False,
+        before: datetime,
     ) -> list[Memory]:
-        """Every memory of this agent with these statuses written before this process started,
-        newest first (read page by page; the agent's own replies only, or none of them)."""
+        """Every memory of this agent with these statuses written before ``before``, newest
+        first (read page by page; the agent's own replies only, or none of them)."""
         found: list[Memory] = []
-        before = self.since
         while True:
             page = await self.store.get_memories(
                 agent_id=self.agent_id,

@@ -14,6 +14,7 @@ import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from carrier.builtin.actions import builtin_actions
@@ -25,7 +26,7 @@ from carrier.llm.deadline import model_deadline
 from carrier.llm.parse import ParsedResponse, format_instructions, parse_response
 from carrier.memory.base import Store
 from carrier.memory.embedder import Embedder
-from carrier.outbox import RECOVERY_SECONDS, Outbox
+from carrier.outbox import EVERY, RECOVERY_SECONDS, Outbox, Platforms
 from carrier.pipeline.actions import ActionManager
 from carrier.pipeline.base import ChunkCallback, HookPoint, Stage, Turn, run_hooks
 from carrier.pipeline.evaluate import EvaluatorStage
@@ -170,9 +171,10 @@ class AgentRuntime:
         return bool(self.ignore & keys)
 
     # -- lifecycle ----------------------------------------------------------------------------
-    async def start(self) -> int:
-        """Record the agent in the store and deal with turns a previous process left unfinished.
-        Returns how many interrupted messages were found."""
+    async def start(self, *, recover: Platforms = EVERY) -> int:
+        """Record the agent in the store and deal with turns a previous process left unfinished
+        on the platforms this process serves (``recover``; every one by default, as a single
+        process serves them all). Returns how many interrupted messages were found."""
         # A runtime built without a stored agent (``carrier chat`` of a file) records one; a
         # stored agent's character is the store's (its revisions: carrier.agents), never
         # rewritten from here.
@@ -195,7 +197,7 @@ class AgentRuntime:
         )
         # The model's library loads now (litellm: seconds), not inside the first turn's deadline.
         await self.model.prepare()
-        return await self.recover()
+        return await self.recover(platforms=recover)
 
     async def search_ready(self) -> None:
         """Return once the vector search :meth:`start` prepares is ready (at once if not
@@ -226,19 +228,23 @@ class AgentRuntime:
         await self.outbox.aclose()
         await self.model.aclose()
 
-    async def recover(self) -> int:
-        """Settle the turns a previous process left unfinished (:meth:`Outbox.recover`): a
-        message with no reply stored is failed ("interrupted"); replies already stored are sent
-        if still fresh (by their client, once connected) or failed as too old, and the message
-        closed accordingly, so nothing is silently lost or answered hours late. Returns how many
-        unfinished messages were found."""
-        report = await self.outbox.recover()
+    async def recover(self, *, platforms: Platforms = EVERY, since: datetime | None = None) -> int:
+        """Settle the turns a previous process left unfinished on ``platforms``, before
+        ``since`` (this runtime's start by default; the moment this process took a platform's
+        connection over, for that platform) (:meth:`Outbox.recover`): a message with no reply
+        stored is failed ("interrupted"); replies already stored are sent if still fresh (by
+        their client, once connected) or failed as too old, and the message closed accordingly,
+        so nothing is silently lost or answered hours late. Returns how many unfinished
+        messages were found."""
+        report = await self.outbox.recover(platforms=platforms, since=since)
         if report.found:
             log.warning(
-                "%s: %d message(s) were interrupted by a previous stop: %d failed with no reply, "
-                "%d reply(ies) delivered to the history, %d left to send, %d too old (failed)",
+                "%s: %d message(s) were interrupted by a previous stop%s: %d failed with no "
+                "reply, %d reply(ies) delivered to the history, %d left to send, %d too old "
+                "(failed)",
                 self.character.name,
                 report.found,
+                f" ({', '.join(sorted(platforms.only))})" if platforms.only else "",
                 report.interrupted,
                 report.delivered,
                 report.waiting,

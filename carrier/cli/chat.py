@@ -83,6 +83,7 @@ async def _chat(
         open_store,
     )
     from carrier.cli._progress import working
+    from carrier.outbox import Platforms
     from carrier.types import Author, Channel, Message, RoomKind
 
     interactive = sys.stdin.isatty()
@@ -101,7 +102,9 @@ async def _chat(
         with working("loading the embedding model"):
             await load_embedder(embedder)
         with working(f"starting {character.name}"):
-            await runtime.start()  # the model's library loads here too
+            # The model's library loads here too. A terminal settles only the terminal's turns:
+            # a server or worker beside it serves the others.
+            await runtime.start(recover=Platforms.of("cli"))
         author = Author(platform_id=user, name=user)
         channel = Channel(platform_id=f"terminal:{user}", name="terminal", kind=RoomKind.CLI)
         await _show_left(runtime, character.name, channel.platform_id)
