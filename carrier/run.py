@@ -117,7 +117,12 @@ async def run_main(
     fleet = await _open_fleet(settings, store)
     embedder = default_embedder()
     manager = AgentManager(
-        store=store, embedder=embedder, settings=settings, environ=os.environ, fleet=fleet
+        store=store,
+        embedder=embedder,
+        settings=settings,
+        environ=os.environ,
+        fleet=fleet,
+        serves_api=serve_api,  # a worker leaves the API's turns to the web process
     )
     jobs = JobService.from_settings(settings)
     audit: HostAudit | None = None

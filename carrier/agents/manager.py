@@ -13,6 +13,10 @@ platform clients its character lists (found through ``carrier.clients`` entry po
 Client configuration is stored per client id: ``discord`` applies to every agent's Discord client,
 ``<agent_id>:discord`` to one agent's; an agent's effective configuration is its character's
 ``clientConfig.discord``, overlaid key by key with the first, then the second.
+
+Clients start through :class:`~carrier.agents.connections.Connections`: one that connects as an
+account (a Discord bot token) only while this process holds that account's lease in the fleet,
+so several processes never open two connections for one token.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from carrier.agents.client_config import split_client_id, validate_client_config
+from carrier.agents.connections import Connections
 from carrier.agents.errors import AgentExists, AgentNotFound, AgentNotRunning, RevisionNotFound
 from carrier.agents.status import AgentStatus, LoadReport, Running
 from carrier.assemble import build_runtime
@@ -34,7 +39,7 @@ from carrier.audit.base import AuditLog, audit_from
 from carrier.audit.context import current_actor
 from carrier.audit.model import AuditKind
 from carrier.character import Character, character_data, parse_character
-from carrier.clients import Client, ClientFactory, ClientUnavailable, discover_clients
+from carrier.clients import Client, ClientFactory, discover_clients
 from carrier.errors import CarrierError, UserError
 from carrier.fleet.base import FleetStore
 from carrier.fleet.model import ChangeKind, DesiredState, Revision, RevisionSource
@@ -61,11 +66,6 @@ ModelFactory = Callable[[Character], ModelProvider | None]
 
 _CONFIG_KEY = "client_config:"
 
-_NO_CLIENTS = (
-    "not started in this process (it runs without platform clients: carrier serve --no-clients); "
-    "the worker process (carrier run) runs them"
-)
-
 
 class AgentManager:
     """Creates, stores, starts and stops agents. Keyword-only; one per process."""
@@ -82,7 +82,9 @@ class AgentManager:
         plugins: Sequence[Plugin] = (),
         services: Mapping[str, Any] | None = None,
         start_clients: bool = True,
+        serves_api: bool = True,
         fleet: FleetStore | None = None,
+        lease_options: Mapping[str, float] | None = None,
     ) -> None:
         self.store = store
         self.embedder = embedder
@@ -97,6 +99,9 @@ class AgentManager:
         """False: agents started here answer the API only, and their platform clients are left
         to another process (``carrier serve --no-clients`` beside ``carrier run --no-api``), so a
         bot never connects twice."""
+        self.serves_api = serves_api
+        """False: nothing here answers the API (``carrier run --no-api``), so turns left on the
+        API's platform are not this process's to settle (:mod:`carrier.agents.connections`)."""
         self.tools = ToolRegistry(
             store=store, environ=environ, policy=ToolPolicy.from_settings(settings)
         )
@@ -107,6 +112,11 @@ class AgentManager:
         self._owns_fleet = fleet is None  # a fleet given is the host's: opened and closed there
         self._fleet_opened = fleet is not None
         self._fleet_lock = asyncio.Lock()
+        self.connections = Connections(
+            self, running=self._running, lock=self._lock, lease_options=lease_options
+        )
+        """The agents' clients here, under connection leases (``lease_options``: ``ttl_s``,
+        ``beat_s``, ``retry_s``, ``defer_s`` of :class:`~carrier.agents.leases.ConnectionLeases`)."""
 
     @property
     def factories(self) -> dict[str, ClientFactory]:
@@ -365,12 +375,16 @@ class AgentManager:
                     offline=choice.offline,
                     revision=head.number,
                 )
-                running.interrupted = await runtime.start()
+                # Leased clients' platforms are settled when their lease is taken, not here.
+                leases = await self.connections.lease_names(agent_id, character)
+                running.interrupted = await runtime.start(
+                    recover=self.connections.start_scope(character, leases)
+                )
                 self._running[agent_id] = running
                 # Debug: the caller reports it once (carrier run prints it, the API route logs it)
                 log.debug("%s (%s): %s", character.name, agent_id, choice.description)
                 for name in dict.fromkeys(str(c).lower() for c in character.clients):
-                    await self._start_client(agent_id, name, running)
+                    await self.connections.start(agent_id, name, running, leases.get(name))
                 await self.audit.record(
                     AuditKind.AGENT_START,
                     actor=current_actor(),
@@ -395,6 +409,9 @@ class AgentManager:
                         await client.stop()
                     except Exception:
                         log.exception("client %s of agent %s did not stop cleanly", name, agent_id)
+                # After the stops: a lease is handed over once its connection is closed.
+                for name in {*running.clients, *running.skipped}:
+                    await self.connections.drop(agent_id, name)
                 await running.runtime.stop()
                 await self.audit.record(
                     AuditKind.AGENT_STOP,
@@ -458,12 +475,15 @@ class AgentManager:
 
     async def close(self) -> None:
         """Stop every agent running here (their desired states stay: a restart runs them again),
-        then the fleet store if the manager opened it."""
+        then the fleet store if the manager opened it. Each connection lease is released as its
+        clients stop, so other processes take them over at once."""
+        await self.connections.quiesce()
         for agent_id in list(self._running):
             try:
                 await self.halt(agent_id)
             except Exception:
                 log.exception("agent %s did not stop cleanly", agent_id)
+        await self.connections.close()
         async with self._fleet_lock:
             if self._owns_fleet and self._fleet is not None and self._fleet_opened:
                 await self._fleet.close()
@@ -554,27 +574,6 @@ class AgentManager:
         await self._swap_model(running, character)
         for name in running.clients:
             await self._push_config(agent_id, name, running)
-
-    async def _start_client(self, agent_id: str, name: str, running: Running) -> None:
-        if not self.start_clients:
-            running.skipped[name] = _NO_CLIENTS
-            return
-        factory = self.factories.get(name)
-        if factory is None:
-            running.skipped[name] = f"no '{name}' client is installed in this version"
-            return
-        try:
-            config = await self.effective_client_config(agent_id, name)
-            client = factory(running.runtime, config, self.environ)
-            await client.start()
-        except ClientUnavailable as exc:
-            running.skipped[name] = str(exc)
-            return
-        except Exception as exc:  # one broken client must not stop the agent or the others
-            log.exception("client %s of agent %s failed to start", name, agent_id)
-            running.skipped[name] = f"failed to start: {type(exc).__name__}: {exc}"
-            return
-        running.clients[name] = client
 
     async def _push_config(self, agent_id: str, name: str, running: Running) -> bool:
         client = running.clients.get(name)

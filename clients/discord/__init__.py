@@ -10,6 +10,7 @@ work without it.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DiscordConfig",
     "DiscordPolicy",
+    "connection_key",
     "create_client",
     "parse_config",
     "split_message",
@@ -69,6 +71,19 @@ def create_client(
         discord_options=discord_options,
         ready_timeout=ready_timeout,
     )
+
+
+def connection_key(
+    character: Any, config: Mapping[str, Any], environ: Mapping[str, str]
+) -> str | None:
+    """The account a client of ``character`` connects as: a digest of its bot token (never the
+    token), so one live connection per token across processes (:mod:`carrier.agents.leases`);
+    None without a token."""
+    token = character.resolve_secret("DISCORD_API_TOKEN", environ)
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()[:24] if token else None
+
+
+create_client.connection_key = connection_key  # type: ignore[attr-defined]
 
 
 async def sync_commands(token: str, guild_id: int | str | None = None) -> list[str]:

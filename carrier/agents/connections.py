@@ -1,0 +1,200 @@
+"""The platform connections of one process's agents: started under leases, taken over, given up.
+
+:class:`Connections` is the :class:`~carrier.agents.manager.AgentManager`'s part that starts an
+agent's clients. A client whose factory declares a ``connection_key`` (Discord: its bot token)
+starts only while this process holds the connection's lease (:mod:`carrier.agents.leases`);
+otherwise it is shown as running elsewhere, and started here the moment the lease is taken over.
+
+Which turns a process settles after a stop follows what it serves (:class:`~carrier.outbox.
+Platforms`): at an agent's start, every platform but the leased ones when it serves the API and
+starts clients (one process: as before leases existed), the API's and the terminal's when it
+starts no clients (the web process), its unleased clients' when it serves no API (a worker); a
+leased platform's when its lease is taken, from that moment on, before its client connects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Collection, Mapping
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from carrier.agents.leases import (
+    ConnectionLeases,
+    Holding,
+    User,
+    connection_key_of,
+    describe_elsewhere,
+    lease_name,
+)
+from carrier.agents.status import Running
+from carrier.clients import NOT_HERE, ClientFactory, ClientUnavailable
+from carrier.fleet.presence import process_id
+from carrier.outbox import Platforms
+
+if TYPE_CHECKING:
+    from carrier.agents.manager import AgentManager
+
+__all__ = ["NO_CLIENTS", "Connections"]
+
+log = logging.getLogger(__name__)
+
+NO_CLIENTS = (
+    f"{NOT_HERE} (it runs without platform clients: carrier serve --no-clients); "
+    "the worker process (carrier run) runs them"
+)
+
+
+class Connections:
+    """Starts and stops the clients of the agents running in one process. Built by the manager,
+    which passes its running agents and their locks."""
+
+    def __init__(
+        self,
+        manager: AgentManager,
+        *,
+        running: Mapping[str, Running],
+        lock: Callable[[str], asyncio.Lock],
+        lease_options: Mapping[str, float] | None = None,
+    ) -> None:
+        self.manager = manager
+        self._running = running
+        self._lock = lock
+        self._options = dict(lease_options or {})
+        self._leases: ConnectionLeases | None = None
+        self._leases_lock = asyncio.Lock()
+
+    @property
+    def leases(self) -> ConnectionLeases | None:
+        """The connection leases of this process (None until a leased client was wanted)."""
+        return self._leases
+
+    # -- at an agent's start ----------------------------------------------------------------
+    async def lease_names(self, agent_id: str, character: Any) -> dict[str, str]:
+        """The lease each client of ``character`` needs here, by client name: only clients
+        whose factory declares a key and that would connect (the key is not None), and none
+        in a process that starts no clients."""
+        if not self.manager.start_clients:
+            return {}
+        names: dict[str, str] = {}
+        for name in dict.fromkeys(str(c).lower() for c in character.clients):
+            key_of = connection_key_of(self.manager.factories.get(name))
+            if key_of is None:
+                continue
+            try:
+                config = await self.manager.effective_client_config(agent_id, name)
+                key = key_of(character, config, self.manager.environ)
+            except Exception:  # its start reports what is wrong with it
+                log.debug("client %s of agent %s: no connection key", name, agent_id, exc_info=True)
+                continue
+            if key:
+                names[name] = lease_name(name, key)
+        return names
+
+    def start_scope(self, character: Any, leased: Collection[str]) -> Platforms:
+        """The platforms whose turns this process settles at the agent's start (see the
+        module's docstring)."""
+        clients = frozenset(str(c).lower() for c in character.clients)
+        if not self.manager.start_clients:
+            return Platforms(exclude=clients)
+        if not self.manager.serves_api:
+            return Platforms(only=clients - frozenset(leased))
+        return Platforms(exclude=frozenset(leased))
+
+    async def start(
+        self, agent_id: str, name: str, running: Running, lease: str | None = None
+    ) -> None:
+        """Start one client of a running agent (the caller holds the agent's lock): under its
+        lease when it has one, after settling what the lease's previous holder left."""
+        if not self.manager.start_clients:
+            running.skipped[name] = NO_CLIENTS
+            return
+        factory = self.manager.factories.get(name)
+        if factory is None:
+            running.skipped[name] = f"no '{name}' client is installed in this version"
+            return
+        if lease is not None:
+            holding = await (await self._get_leases()).want(lease, (agent_id, name))
+            if not holding.held:
+                running.skipped[name] = describe_elsewhere(holding)
+                return
+            running.interrupted += await running.runtime.recover(
+                platforms=Platforms.of(name), since=holding.since
+            )
+        if not await self._launch(agent_id, name, running, factory) and lease is not None:
+            await self.drop(agent_id, name)
+
+    async def _launch(
+        self, agent_id: str, name: str, running: Running, factory: ClientFactory
+    ) -> bool:
+        try:
+            config = await self.manager.effective_client_config(agent_id, name)
+            client = factory(running.runtime, config, self.manager.environ)
+            await client.start()
+        except ClientUnavailable as exc:
+            running.skipped[name] = str(exc)
+            return False
+        except Exception as exc:  # one broken client must not stop the agent or the others
+            log.exception("client %s of agent %s failed to start", name, agent_id)
+            running.skipped[name] = f"failed to start: {type(exc).__name__}: {exc}"
+            return False
+        running.skipped.pop(name, None)
+        running.clients[name] = client
+        return True
+
+    # -- at an agent's halt, and the process's end --------------------------------------------
+    async def drop(self, agent_id: str, name: str) -> None:
+        """The client no longer runs here: its lease (if no other agent here uses it) is
+        released at once, for another process to take."""
+        if self._leases is not None:
+            await self._leases.drop((agent_id, name))
+
+    async def quiesce(self) -> None:
+        """The process is stopping: take no connection over any more."""
+        if self._leases is not None:
+            await self._leases.quiesce()
+
+    async def close(self) -> None:
+        if self._leases is not None:
+            await self._leases.close()
+
+    # -- the lease watcher's calls ------------------------------------------------------------
+    async def _acquired(self, lease: str, users: list[User], since: datetime) -> None:
+        """This process took ``lease`` over: start the clients waiting for it."""
+        for agent_id, name in users:
+            async with self._lock(agent_id):
+                running = self._running.get(agent_id)
+                if running is None or name in running.clients:
+                    continue
+                log.info("agent %s: taking the %s connection over", agent_id, name)
+                await self.start(agent_id, name, running, lease)
+
+    async def _lost(self, lease: str, users: list[User], owner: str | None) -> None:
+        """Another process holds ``lease`` now (or it could not be renewed): stop its clients
+        here at once; the watcher takes it back if it comes free."""
+        for agent_id, name in users:
+            async with self._lock(agent_id):
+                running = self._running.get(agent_id)
+                client = running.clients.pop(name, None) if running is not None else None
+                if running is not None:
+                    running.skipped[name] = describe_elsewhere(Holding(held=False, owner=owner))
+                if client is None:
+                    continue
+                log.warning("agent %s: the %s connection was lost; stopping it", agent_id, name)
+                try:
+                    await client.stop()
+                except Exception:
+                    log.exception("client %s of agent %s did not stop cleanly", name, agent_id)
+
+    async def _get_leases(self) -> ConnectionLeases:
+        async with self._leases_lock:
+            if self._leases is None:
+                self._leases = ConnectionLeases(
+                    await self.manager.fleet(),
+                    process_id(self.manager.environ),
+                    on_acquired=self._acquired,
+                    on_lost=self._lost,
+                    **self._options,
+                )
+            return self._leases
