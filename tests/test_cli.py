@@ -329,7 +329,7 @@ def test_cli_serve_no_clients_reaches_the_agent_manager(
     assert runner.invoke(app, ["serve"]).exit_code == 0
     assert seen == [False, True]
     assert (ROOT / "Procfile").read_text().splitlines() == [
-        "web: carrier serve --no-clients",
+        "web: carrier serve --no-clients --host 0.0.0.0 --port ${PORT:-8000}",
         "worker: carrier run --no-api",
     ]
 

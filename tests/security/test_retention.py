@@ -43,8 +43,11 @@ from carrier.types import (
 )
 from tests.api.conftest import REPO
 
-T0 = utcnow().replace(microsecond=0)
-"""When the test starts (the manual clock's start)."""
+T0 = (utcnow() - timedelta(days=2)).replace(hour=12, minute=0, second=0, microsecond=0)
+"""When the test starts (the manual clock's start): noon two days ago, so the schedule's daily
+slot (03:30 UTC plus up to its jitter) falls inside the day the test moves the clock on,
+whatever the time of day the suite runs at; and every time is in the past (the audit log
+keeps entries younger than a day by the real clock)."""
 RUN = T0 + timedelta(days=1)
 """When the job runs: the scheduler is ticked, the clock moved a day on, the worker drained (the
 schedule's first daily slot has come by then). Ages below are as of then."""
