@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import math
 import os
 import statistics
@@ -47,7 +46,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import httpx  # noqa: E402
 
-from bench._scale_jobs import run_jobs, secantus_server  # noqa: E402
+from bench._scale_jobs import run_jobs  # noqa: E402
+from bench._secantus import secantus_server  # noqa: E402
 from carrier.character import Character  # noqa: E402
 from carrier.fleet.base import FleetStore  # noqa: E402
 from carrier.settings import load_settings  # noqa: E402
@@ -75,18 +75,6 @@ def machine_busy() -> tuple[float, float]:
     values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
     idle = values[3] + values[4]
     return sum(values) - idle, sum(values)
-
-
-def secantus_pid() -> int | None:
-    """The SecantusDB this process started (a child running ``-m secantus``)."""
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        with contextlib.suppress(OSError):
-            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            if ppid == os.getpid() and b"secantus" in (entry / "cmdline").read_bytes():
-                return int(entry.name)
-    return None
 
 
 class Replies:
@@ -155,7 +143,7 @@ async def until(check: Any, what: str, procs: list[CarrierProcess]) -> None:
 
 
 async def run_turns(
-    mongodb_uri: str, workers: int, args: argparse.Namespace, workdir: Path
+    mongodb_uri: str, workers: int, args: argparse.Namespace, workdir: Path, server_pid: int
 ) -> dict[str, Any]:
     """One web and ``workers`` workers on a fresh database; the conversations; the figures."""
     async with FakeDiscord() as fake:
@@ -209,7 +197,7 @@ async def run_turns(
                 procs,
             )
             spread = await holders(fleet, bots, env)
-            result = await converse(fake, replies, rooms, args, procs)
+            result = await converse(fake, replies, rooms, args, procs, server_pid)
             identifies = Counter(str(d.get("token")) for d in fake.gateway.identifies)
             result.update(
                 workers=workers,
@@ -248,28 +236,34 @@ async def converse(
     rooms: list[tuple[Bot, int, dict[str, Any]]],
     args: argparse.Namespace,
     procs: list[CarrierProcess],
+    server_pid: int,
 ) -> dict[str, Any]:
     """Every conversation at once until the deadline (or ``--turns``); the figures."""
     posted: dict[int, float] = {}  # message id -> when posted (perf_counter)
+    undelivered = 0  # posts the fake could hand to no session of their bot (none connected)
     per_room = math.ceil(args.turns / len(rooms)) if args.turns else None
     start = time.perf_counter()
     warm = start + args.warmup
     deadline = warm + args.seconds if per_room is None else math.inf
 
     async def talk(c: int, bot: Bot, channel: int, person: dict[str, Any]) -> None:
+        nonlocal undelivered
         k = 0
         while time.perf_counter() < deadline and (per_room is None or k < per_room):
             at = time.perf_counter()
-            data = await fake.post(
-                person, f"<@{bot.id}> question {c}-{k}", channel=channel, mentions=[bot.user]
-            )
+            try:
+                data = await fake.post(
+                    person, f"<@{bot.id}> question {c}-{k}", channel=channel, mentions=[bot.user]
+                )
+            except RuntimeError:  # its bot had no connection for ~2 s: a finding, not a crash
+                undelivered += 1
+                k += 1
+                continue
             posted[int(data["id"])] = at
             await replies.wait(int(data["id"]), args.reply_bound)
             k += 1
 
-    pids = {p.name: p.proc.pid for p in procs}
-    if (db := secantus_pid()) is not None:
-        pids["secantus"] = db
+    pids = {p.name: p.proc.pid for p in procs} | {"secantus": server_pid}
     talking = [asyncio.create_task(talk(c, *room)) for c, room in enumerate(rooms)]
     await asyncio.sleep(max(0.0, warm - time.perf_counter()))
     cpu_before = {name: cpu_s(pid) for name, pid in pids.items()}
@@ -303,6 +297,7 @@ async def converse(
         "duplicates": sum(max(replies.count[m] - 1, 0) for m in posted),
         "unanswered": sum(1 for m in posted if replies.count[m] == 0),
         "unreferenced": replies.unreferenced + sum(1 for m in replies.count if m not in posted),
+        "undelivered": undelivered,
         "cpu_s": {name: round(value, 1) for name, value in cpu.items()},
         "machine_busy": busy / total if total else math.nan,
     }
@@ -326,7 +321,7 @@ def cpu_line(r: dict[str, Any]) -> str:
     used = ", ".join(f"{name} {value:.1f} s" for name, value in r["cpu_s"].items())
     return (
         f"{r['workers']} worker(s): {r['turns']} turns in {r['window_s']:.1f} s "
-        f"({r['posted']} messages posted); CPU in the window: {used}; both cores "
+        f"({r['posted']} messages posted, {r['undelivered']} found no connection); CPU in the window: {used}; both cores "
         f"{r['machine_busy']:.0%} busy (others' work included); identifies per bot "
         f"{r['identifies']}; connections after the run: {r['spread_after']}"
     )
@@ -365,21 +360,22 @@ def main() -> int:
         (root / "mongo").mkdir()
         with secantus_server(root / "mongo") as server:
             for n in args.workers:
-                uri = f"{server}scale_turns_{n}w_{uuid.uuid4().hex[:8]}"
-                result = asyncio.run(run_turns(uri, n, args, root / f"turns-{n}w"))
+                uri = f"{server.uri}scale_turns_{n}w_{uuid.uuid4().hex[:8]}"
+                result = asyncio.run(run_turns(uri, n, args, root / f"turns-{n}w", server.pid))
                 turns.append(result)
                 print(cpu_line(result), flush=True)
             for n in args.workers:
                 if not args.jobs:
                     jobs.append(None)
                     continue
-                uri = f"{server}scale_jobs_{n}w_{uuid.uuid4().hex[:8]}"
+                uri = f"{server.uri}scale_jobs_{n}w_{uuid.uuid4().hex[:8]}"
                 done = run_jobs(
                     uri,
                     n,
                     jobs=args.jobs,
                     call_latency_s=args.graph_latency,
                     workdir=root / f"jobs-{n}w",
+                    server_pid=server.pid,
                 )
                 jobs.append(done)
                 print(
@@ -397,9 +393,10 @@ def main() -> int:
         print(turns_row(r, j))
     failed = [
         f"{r['workers']} worker(s): {r['duplicates']} answered more than once, "
-        f"{r['unanswered']} unanswered, {r['unreferenced']} replies to no message of the run"
+        f"{r['unanswered']} unanswered, {r['unreferenced']} replies to no message of the run, "
+        f"{r['undelivered']} messages found no connection"
         for r in turns
-        if r["duplicates"] or r["unanswered"] or r["unreferenced"]
+        if r["duplicates"] or r["unanswered"] or r["unreferenced"] or r["undelivered"]
     ]
     failed += [
         f"{j['workers']} worker(s): jobs not exactly once: {j}"
