@@ -157,6 +157,7 @@ async def run_jobs_async(
     workdir: Path,
     agents: int = 4,
     bound_s: float | None = None,
+    server_pid: int | None = None,
 ) -> dict[str, Any]:
     """See :func:`run_jobs`."""
     if workers < 1 or jobs < 1 or agents < 1:
@@ -229,14 +230,16 @@ async def run_jobs_async(
                     posts[job.id] = caption
                     captions[caption] = agent
                 queued_late = datetime.now(UTC) > due
-                cpu_before = [_cpu_s(p.proc.pid) for p in procs]
+                watched = {p.name: p.proc.pid for p in procs}
+                if server_pid is not None:
+                    watched["mongodb"] = server_pid
+                cpu_before = {name: _cpu_s(pid) for name, pid in watched.items()}
                 here_before = time.process_time()
+                load_before = os.getloadavg()[0]
                 post_jobs, publish_jobs, peak = await _drained(job_store, posts, bound_s, procs)
-                cpu = {
-                    p.name: round(_cpu_s(p.proc.pid) - before, 1)
-                    for p, before in zip(procs, cpu_before, strict=True)
-                }
+                cpu = {n: round(_cpu_s(pid) - cpu_before[n], 1) for n, pid in watched.items()}
                 cpu["bench"] = round(time.process_time() - here_before, 1)
+                load = (round(load_before, 2), round(os.getloadavg()[0], 2))
                 published = [
                     Counter(m["caption"] for m in fake.published) for fake in fakes
                 ]  # per account
@@ -261,6 +264,7 @@ async def run_jobs_async(
         queued_late=queued_late,
         peak=peak,
         cpu=cpu,
+        load=load,
     )
 
 
@@ -278,6 +282,7 @@ def _figures(
     queued_late: bool,
     peak: int,
     cpu: dict[str, float],
+    load: tuple[float, float],
 ) -> dict[str, Any]:
     """The result: the time, the rate, and whether each post went out exactly once."""
     once = duplicates = lost = 0
@@ -320,6 +325,7 @@ def _figures(
         "post_s_p50": round(statistics.median(post_durations), 3) if post_durations else None,
         "peak_publishing": peak,
         "cpu_s": cpu,
+        "load_1min": load,
         "graph_calls": graph_calls,
         "takeovers": sum(j.crashes for j in everything),
         "queued_late": queued_late,
@@ -335,6 +341,7 @@ def run_jobs(
     workdir: Path,
     agents: int = 4,
     bound_s: float | None = None,
+    server_pid: int | None = None,
 ) -> dict[str, Any]:
     """Publish ``jobs`` scheduled Instagram posts (spread over ``agents`` accounts) with
     ``workers`` ``carrier run --no-api`` processes over the MongoDB database ``mongodb_uri``
@@ -347,8 +354,10 @@ def run_jobs(
     ``duplicates``, ``lost``, ``by_worker`` (``{"w1": {"post": n, "publish": m}}``: who ended
     each job) and more: ``peak_publishing`` (the most publish jobs held at once, sampled from
     the store every 0.25 s), ``post_s_p50`` / ``publish_s_p50`` (claim → end of one job),
-    ``graph_calls``, ``takeovers``, ``cpu_s`` (CPU seconds per worker process, and this
-    process: the fakes, the FTP server, the watching) while the posts drained.
+    ``graph_calls``, ``takeovers``, ``cpu_s`` (CPU seconds while the posts drained: each
+    worker, this process — the fakes, the FTP server, the watching — and the MongoDB server
+    when ``server_pid`` names its process on this machine), ``load_1min`` (the machine's load
+    average before and after: others' work shows there).
 
     Runs its own event loop: from async code, await :func:`run_jobs_async`."""
     return asyncio.run(
@@ -360,6 +369,7 @@ def run_jobs(
             workdir=workdir,
             agents=agents,
             bound_s=bound_s,
+            server_pid=server_pid,
         )
     )
 
@@ -367,19 +377,21 @@ def run_jobs(
 HEADER = (
     "| workers | posts | first claim → last publish | posts/s | most publishes at once | "
     "post / publish job p50 | once / duplicates / lost | jobs per worker (post+publish) | "
-    "CPU workers / bench |"
+    "CPU s: workers / MongoDB / bench | load before → after |"
 )
 
 
 def _row(r: dict[str, Any]) -> str:
     spread = ", ".join(f"{w} {c['post']}+{c['publish']}" for w, c in r["by_worker"].items())
     cpu = r["cpu_s"]
-    workers_cpu = sum(v for k, v in cpu.items() if k != "bench")
+    workers_cpu = sum(v for k, v in cpu.items() if k.startswith("w"))
+    mongodb = f"{cpu['mongodb']:.0f}" if "mongodb" in cpu else "?"
     return (
         f"| {r['workers']} | {r['jobs']} | {r['seconds']:.1f} s | {r['jobs_per_s']:.2f} | "
         f"{r['peak_publishing']} | {r['post_s_p50']} s / {r['publish_s_p50']} s | "
         f"{r['published']} / {r['duplicates']} / {r['lost']} | {spread} | "
-        f"{workers_cpu:.0f} s / {cpu['bench']:.0f} s |"
+        f"{workers_cpu:.0f} / {mongodb} / {cpu['bench']:.0f} | "
+        f"{r['load_1min'][0]} → {r['load_1min'][1]} |"
     )
 
 
@@ -397,7 +409,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         (root / "mongo").mkdir()
         with secantus_server(root / "mongo") as server:
             for workers in args.workers:
-                uri = f"{server}scale_jobs_{workers}w_{uuid.uuid4().hex[:8]}"
+                uri = f"{server.uri}scale_jobs_{workers}w_{uuid.uuid4().hex[:8]}"
                 result = run_jobs(
                     uri,
                     workers,
@@ -405,6 +417,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     call_latency_s=args.latency,
                     workdir=root / f"run-{workers}w",
                     agents=args.agents,
+                    server_pid=server.pid,
                 )
                 results.append(result)
                 if args.json:

@@ -2,8 +2,8 @@
 that need a MongoDB and no network: started as ``tests/mongo_servers.py`` starts it for the
 tests (an empty config file, ``--standalone`` like a plain mongod)::
 
-    with secantus_server(Path(tmp)) as uri:      # mongodb://127.0.0.1:<port>/
-        ...
+    with secantus_server(Path(tmp)) as server:   # server.uri: mongodb://127.0.0.1:<port>/
+        ...                                       # server.pid: its process, to read its CPU
 """
 
 from __future__ import annotations
@@ -14,11 +14,19 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["secantus_server"]
+__all__ = ["Secantus", "secantus_server"]
 
 START_BOUND_S = 30.0
+
+
+@dataclass(frozen=True)
+class Secantus:
+    uri: str
+    """``mongodb://127.0.0.1:<port>/`` (no database: add one's name)."""
+    pid: int
 
 
 def _free_port() -> int:
@@ -28,9 +36,9 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def secantus_server(root: Path) -> Iterator[str]:
+def secantus_server(root: Path) -> Iterator[Secantus]:
     """SecantusDB (a MongoDB-compatible server) on a free loopback port, as
-    ``tests/mongo_servers.py`` starts it for the tests; yields its URI (no database)."""
+    ``tests/mongo_servers.py`` starts it for the tests; its files go under ``root``."""
     config = root / "secantusd.toml"  # empty: no secantusd.toml from $HOME or /etc
     config.write_text("")
     log = root / "server.log"
@@ -60,7 +68,7 @@ def secantus_server(root: Path) -> Iterator[str]:
     else:
         raise RuntimeError(f"SecantusDB found no free port:\n{log.read_text()[-2000:]}")
     try:
-        yield f"mongodb://127.0.0.1:{port}/"
+        yield Secantus(uri=f"mongodb://127.0.0.1:{port}/", pid=process.pid)
     finally:
         process.terminate()
         try:
