@@ -91,6 +91,7 @@ async def run_main(
     port: int = 8000,
     progress: Progress = _silent,
     prefer: Prefer | None = None,
+    group: str | None = None,
 ) -> int:
     """Returns the process exit code. ``progress(message)`` wraps each slow step.
 
@@ -123,6 +124,7 @@ async def run_main(
         environ=os.environ,
         fleet=fleet,
         serves_api=serve_api,  # a worker leaves the API's turns to the web process
+        group=group,
     )
     jobs = JobService.from_settings(settings)
     audit: HostAudit | None = None
@@ -218,7 +220,9 @@ async def serve_main(
                 await manager.run(agent_id)
             except CarrierError as exc:
                 log.warning("agent %s did not start: %s", agent_id, exc)
-        async with _following(follower, seen):
+        # With its clients, this process is one that runs them: it shows as a worker.
+        present = Presence(fleet, process_id()) if start_clients else contextlib.nullcontext()
+        async with _following(follower, seen), present:
             await serve(  # uvicorn handles SIGINT/SIGTERM
                 manager,
                 settings,

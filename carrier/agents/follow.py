@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable
 
 from carrier.agents.manager import AgentManager
 from carrier.errors import CarrierError
-from carrier.fleet.model import Change, ChangeKind, DesiredState
+from carrier.fleet.model import Change, ChangeKind
 
 __all__ = ["SWEEP_S", "Follower"]
 
@@ -111,7 +111,7 @@ class Follower:
             await self.manager.refresh(agent_id)
         elif change.kind == ChangeKind.DESIRED:
             desired = await (await self.manager.fleet()).desired(agent_id)
-            if desired is not None and desired.state == DesiredState.RUNNING:
+            if self.manager.runs_here(desired):
                 await self._run(agent_id)
             else:
                 await self.manager.halt(agent_id)

@@ -20,13 +20,15 @@ A store written before revisions existed gets its character recorded as revision
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from carrier.agents.status import LoadReport
 from carrier.character import character_data, load_character
-from carrier.errors import UserError
+from carrier.errors import CarrierError, UserError
 from carrier.fleet.model import (
     DesiredState,
     ImportMark,
@@ -38,7 +40,14 @@ from carrier.fleet.model import (
 if TYPE_CHECKING:
     from carrier.agents.manager import AgentManager
 
-__all__ = ["ImportAction", "ImportConflict", "ImportOutcome", "Prefer", "import_file"]
+__all__ = [
+    "ImportAction",
+    "ImportConflict",
+    "ImportOutcome",
+    "Prefer",
+    "import_file",
+    "load_files",
+]
 
 Prefer = Literal["file", "store"]
 
@@ -144,3 +153,22 @@ async def import_file(
 def head_name(head: Revision) -> str:
     name = head.character.get("name")
     return name if isinstance(name, str) else head.agent_id
+
+
+async def load_files(
+    manager: AgentManager, paths: Iterable[str | Path], *, prefer: Prefer | None = None
+) -> list[LoadReport]:
+    """Import each character file (:func:`import_file`), then run its agent if it should run.
+    A file that does not load, or conflicts with the store, is reported (``error``); the others
+    still start."""
+    reports: list[LoadReport] = []
+    for path in paths:
+        report = LoadReport(path=str(path))
+        reports.append(report)
+        try:
+            report.outcome = await import_file(manager, path, prefer=prefer)
+            status = await manager.status(report.outcome.agent_id)
+            report.status = await manager.run(status.record.id) if status.should_run else status
+        except CarrierError as exc:
+            report.error = str(exc)
+    return reports

@@ -1,18 +1,19 @@
-"""AgentManager: many agents in one process, each started, stopped or edited on its own.
+"""AgentManager: many agents in one process, each created, edited, started or stopped on its own.
 
-Agents (their character as camelCase data, and a status) live in the Store, so ``carrier serve``
-and ``carrier run`` see the same agents. A started agent has an :class:`AgentRuntime` and the
+Agents live in the store, not in a process: their character as numbered revisions in the fleet
+store (mirrored by the memory store's ``AgentRecord``), and a desired state that every process
+applies (:mod:`carrier.agents.follow`). A running agent has an :class:`AgentRuntime` here and the
 platform clients its character lists (found through ``carrier.clients`` entry points)::
 
     manager = AgentManager(store=store, embedder=embedder, settings=settings, environ=os.environ)
-    record = await manager.create(character)
-    status = await manager.start(record.id)      # runtime + clients; says which were skipped
+    record = await manager.create(character)     # revision 1, stopped
+    status = await manager.start(record.id)      # desired running; runtime + clients here
     result = await manager.runtime(record.id).handle(message)
-    await manager.close()                        # stops every agent
+    await manager.close()                        # halts every agent here; desired states stay
 
-Client configuration is stored per client id: ``discord`` applies to every agent's Discord client,
-``<agent_id>:discord`` to one agent's; an agent's effective configuration is its character's
-``clientConfig.discord``, overlaid key by key with the first, then the second.
+``start``/``stop`` change the desired state and run/halt here; ``run``/``halt`` only act here
+(what a host does when it resumes, and what the follower does with others' changes). Client
+configuration: :mod:`carrier.agents.client_config`; revisions read: :mod:`carrier.agents.history`.
 
 Clients start through :class:`~carrier.agents.connections.Connections`: one that connects as an
 account (a Discord bot token) only while this process holds that account's lease in the fleet,
@@ -23,26 +24,25 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import inspect
 import logging
 import shutil
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from carrier.agents.client_config import split_client_id, validate_client_config
+from carrier.agents.client_config import ClientConfigs
 from carrier.agents.connections import Connections
-from carrier.agents.errors import AgentExists, AgentNotFound, AgentNotRunning, RevisionNotFound
-from carrier.agents.status import AgentStatus, LoadReport, Running
+from carrier.agents.errors import AgentExists, AgentNotFound, AgentNotRunning
+from carrier.agents.history import History
+from carrier.agents.status import AgentStatus, Running
 from carrier.assemble import build_runtime
 from carrier.audit.base import AuditLog, audit_from
 from carrier.audit.context import current_actor
 from carrier.audit.model import AuditKind
 from carrier.character import Character, character_data, parse_character
 from carrier.clients import Client, ClientFactory, discover_clients
-from carrier.errors import CarrierError, UserError
-from carrier.fleet.base import FleetStore
-from carrier.fleet.model import ChangeKind, DesiredState, Revision, RevisionSource
+from carrier.errors import UserError
+from carrier.fleet.base import UNCHANGED, FleetStore
+from carrier.fleet.model import Desired, DesiredState, Revision, RevisionSource
 from carrier.llm.base import ModelProvider
 from carrier.memory.base import Store
 from carrier.memory.embedder import Embedder
@@ -55,7 +55,7 @@ from carrier.tools.policy import ToolPolicy
 from carrier.types import AgentRecord, utcnow
 
 if TYPE_CHECKING:
-    from carrier.agents.imports import Prefer
+    pass
 
 __all__ = ["AgentManager", "ModelFactory"]
 
@@ -64,10 +64,8 @@ log = logging.getLogger(__name__)
 ModelFactory = Callable[[Character], ModelProvider | None]
 """Picks a character's model; ``None`` falls back to :func:`carrier.assemble.choose_model`."""
 
-_CONFIG_KEY = "client_config:"
 
-
-class AgentManager:
+class AgentManager(ClientConfigs, History):
     """Creates, stores, starts and stops agents. Keyword-only; one per process."""
 
     def __init__(
@@ -82,6 +80,7 @@ class AgentManager:
         plugins: Sequence[Plugin] = (),
         services: Mapping[str, Any] | None = None,
         start_clients: bool = True,
+        group: str | None = None,
         serves_api: bool = True,
         fleet: FleetStore | None = None,
         lease_options: Mapping[str, float] | None = None,
@@ -96,6 +95,9 @@ class AgentManager:
         self.services: dict[str, Any] = dict(services or {})
         """Given to every runtime started here (``runtime.services``), e.g. ``"jobs"``."""
         self.start_clients = start_clients
+        self.group = group
+        """This process's worker group (``carrier run --group``): it runs the agents placed on
+        that group, and those placed nowhere in particular."""
         """False: agents started here answer the API only, and their platform clients are left
         to another process (``carrier serve --no-clients`` beside ``carrier run --no-api``), so a
         bot never connects twice."""
@@ -176,7 +178,10 @@ class AgentManager:
             if existing is not None:
                 raise AgentExists(agent_id, existing.name)
             data = character_data(character)
-            await fleet.add_revision(agent_id, data, source=source, actor=actor or current_actor())
+            revision = await fleet.add_revision(
+                agent_id, data, source=source, actor=actor or current_actor()
+            )
+            await self._audit_revision(revision)
             record = AgentRecord(id=agent_id, name=character.name, character=data)
             await self.store.upsert_agent(record)
             if character.source:
@@ -255,6 +260,7 @@ class AgentManager:
                 note=note,
                 expected_head=expected_revision,
             )
+            await self._audit_revision(revision)
             record.name, record.character = character.name, data
             record.updated_at = utcnow()
             await self.store.upsert_agent(record)
@@ -262,39 +268,6 @@ class AgentManager:
                 self._sources[agent_id] = character.source
             await self._apply(agent_id, character, revision.number)
             return record
-
-    async def history(self, agent_id: str) -> tuple[Revision, bool]:
-        """The agent's head revision, and whether it was just recorded: an agent stored before
-        revisions existed gets its stored character as revision 1 (source ``store``)."""
-        record = await self.get(agent_id)
-        fleet = await self.fleet()
-        head = await fleet.head(agent_id)
-        if head is not None:
-            return head, False
-        head = await fleet.add_revision(
-            agent_id,
-            record.character,
-            source=RevisionSource.STORE,
-            note="the character stored before revisions were kept",
-        )
-        return head, True
-
-    async def head(self, agent_id: str) -> Revision:
-        return (await self.history(agent_id))[0]
-
-    async def revisions(
-        self, agent_id: str, *, limit: int = 50, before: int | None = None
-    ) -> builtins.list[Revision]:
-        """The agent's revisions, newest first."""
-        await self.history(agent_id)
-        return await (await self.fleet()).revisions(agent_id, limit=limit, before=before)
-
-    async def revision(self, agent_id: str, number: int) -> Revision:
-        await self.history(agent_id)
-        found = await (await self.fleet()).revision(agent_id, number)
-        if found is None:
-            raise RevisionNotFound(agent_id, number)
-        return found
 
     async def revert(
         self, agent_id: str, number: int, *, source: RevisionSource = RevisionSource.REVERT
@@ -321,14 +294,19 @@ class AgentManager:
         self._locks.pop(agent_id, None)
 
     # -- desired state ------------------------------------------------------------------------
-    async def start(self, agent_id: str) -> AgentStatus:
+    async def start(self, agent_id: str, *, placement: str | None = UNCHANGED) -> AgentStatus:
         """Say the agent should run (every process follows: after a restart it runs again), and
-        run it here (:meth:`run`). Starting a running agent does nothing more."""
+        run it here (:meth:`run`) if it runs here. ``placement``: only workers of that group
+        (``carrier run --group``) run its clients; None, any worker; left out, as it was.
+        Starting a running agent does nothing more."""
         await self.get(agent_id)
-        await (await self.fleet()).set_desired(
-            agent_id, DesiredState.RUNNING, actor=current_actor()
+        desired = await (await self.fleet()).set_desired(
+            agent_id, DesiredState.RUNNING, placement=placement, actor=current_actor()
         )
-        return await self.run(agent_id)
+        if self.runs_here(desired):
+            return await self.run(agent_id)
+        await self.halt(agent_id)  # placed on another group: its clients leave this process
+        return await self.status(agent_id)
 
     async def stop(self, agent_id: str) -> AgentStatus:
         """Say the agent should not run, and stop it here (:meth:`halt`) and, through the change
@@ -341,11 +319,19 @@ class AgentManager:
         return await self.status(agent_id)
 
     async def resume(self) -> builtins.list[str]:
-        """The ids of the agents that should run (their desired state), in name order: what a
-        host starts (:meth:`run`) after a restart."""
+        """The ids of the agents that should run here (their desired state, and their placement
+        for a process that runs clients), in name order: what a host starts (:meth:`run`) after
+        a restart."""
         fleet = await self.fleet()
-        wanted = {d.agent_id for d in await fleet.all_desired() if d.state == DesiredState.RUNNING}
+        wanted = {d.agent_id for d in await fleet.all_desired() if self.runs_here(d)}
         return [r.id for r in await self.store.list_agents() if r.id in wanted]
+
+    def runs_here(self, desired: Desired | None) -> bool:
+        """Whether an agent with this desired state runs in this process: it should run, and,
+        where clients run here, it is placed on no group or on this process's group."""
+        if desired is None or desired.state != DesiredState.RUNNING:
+            return False
+        return not self.start_clients or desired.placement in (None, self.group)
 
     # -- in this process ----------------------------------------------------------------------
     async def run(self, agent_id: str) -> AgentStatus:
@@ -450,29 +436,6 @@ class AgentManager:
         running = self._running.get(agent_id)
         return running.clients.get(name) if running is not None else None
 
-    async def load_files(
-        self, paths: Iterable[str | Path], *, prefer: Prefer | None = None
-    ) -> builtins.list[LoadReport]:
-        """Import each character file (:func:`carrier.agents.imports.import_file`), then run its
-        agent if it should run. A file that does not load, or conflicts with the store, is
-        reported (``error``); the others still start."""
-        from carrier.agents.imports import import_file
-
-        reports: builtins.list[LoadReport] = []
-        for path in paths:
-            report = LoadReport(path=str(path))
-            reports.append(report)
-            try:
-                report.outcome = await import_file(self, path, prefer=prefer)
-                desired = await (await self.fleet()).desired(report.outcome.agent_id)
-                if desired is not None and desired.state == DesiredState.RUNNING:
-                    report.status = await self.run(report.outcome.agent_id)
-                else:
-                    report.status = await self.status(report.outcome.agent_id)
-            except CarrierError as exc:
-                report.error = str(exc)
-        return reports
-
     async def close(self) -> None:
         """Stop every agent running here (their desired states stay: a restart runs them again),
         then the fleet store if the manager opened it. Each connection lease is released as its
@@ -499,48 +462,14 @@ class AgentManager:
             self.store, agent_id=agent_id, entity_id=entity_id, audit=self.audit
         )
 
-    # -- client configuration ---------------------------------------------------------------
-    async def get_client_config(self, client_id: str) -> dict[str, Any]:
-        """The stored configuration under ``client_id`` (``name`` or ``agent_id:name``)."""
-        value = await self.store.get_setting(_CONFIG_KEY + client_id)
-        return dict(value) if isinstance(value, dict) else {}
-
-    async def set_client_config(
-        self, client_id: str, config: Mapping[str, Any]
-    ) -> builtins.list[str]:
-        """Validate and store a client configuration, then push it to the running clients it
-        applies to. Returns the ids of the agents whose running client took it."""
-        agent_id, name = split_client_id(client_id)
-        if agent_id is not None:
-            await self.get(agent_id)
-        validate_client_config(client_id, name, config, self.factories.get(name))
-        await self.store.set_setting(_CONFIG_KEY + client_id, dict(config))
-        await (await self.fleet()).append_change(
-            ChangeKind.CLIENT_CONFIG, agent_id, {"client": name}
+    async def _audit_revision(self, revision: Revision) -> None:
+        await self.audit.record(
+            AuditKind.CHARACTER_REVISION,
+            actor=revision.actor,
+            agent_id=revision.agent_id,
+            action=revision.source.value,
+            detail={"revision": revision.number, "note": revision.note},
         )
-        return await self.push_client_config(agent_id, name)
-
-    async def push_client_config(self, agent_id: str | None, name: str) -> builtins.list[str]:
-        """Give the running ``name`` clients (of ``agent_id``, or of every agent) their
-        configuration as stored now; the ids of the agents whose client took it."""
-        applied = []
-        targets = [agent_id] if agent_id is not None else list(self._running)
-        for target in targets:
-            running = self._running.get(target)
-            if (
-                running is not None
-                and name in running.clients
-                and await self._push_config(target, name, running)
-            ):
-                applied.append(target)
-        return applied
-
-    async def effective_client_config(self, agent_id: str, name: str) -> dict[str, Any]:
-        character = await self.character(agent_id)
-        config = dict(character.client_config.get(name) or {})
-        config.update(await self.get_client_config(name))
-        config.update(await self.get_client_config(f"{agent_id}:{name}"))
-        return config
 
     # -- internals --------------------------------------------------------------------------
     def _model_for(self, character: Character) -> ModelProvider | None:
@@ -574,17 +503,3 @@ class AgentManager:
         await self._swap_model(running, character)
         for name in running.clients:
             await self._push_config(agent_id, name, running)
-
-    async def _push_config(self, agent_id: str, name: str, running: Running) -> bool:
-        client = running.clients.get(name)
-        update = getattr(client, "update_config", None)
-        if update is None:
-            return False
-        try:
-            result = update(await self.effective_client_config(agent_id, name))
-            if inspect.isawaitable(result):
-                await result
-        except Exception:
-            log.exception("client %s of agent %s refused its new configuration", name, agent_id)
-            return False
-        return True

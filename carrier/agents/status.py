@@ -46,7 +46,7 @@ class AgentStatus:
 
 @dataclass
 class LoadReport:
-    """What :meth:`AgentManager.load_files` did with one file."""
+    """What :func:`carrier.agents.imports.load_files` did with one file."""
 
     path: str
     error: str | None = None

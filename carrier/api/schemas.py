@@ -78,6 +78,8 @@ class AgentOut(BaseModel):
     """Who last started or stopped it (``admin``, ``cli:<user>``, a character file's path)."""
     desired_at: datetime | None = None
     """When."""
+    placement: str | None = None
+    """The worker group its clients run on (``carrier run --group``); null: any worker."""
     model: str | None = None
     """The name of the model that answers (``openai/gpt-4o-mini``), ``offline`` when the agent
     answers from its message examples; null when it does not run here."""

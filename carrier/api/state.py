@@ -64,6 +64,7 @@ def agent_out(status: AgentStatus, state: ApiState) -> AgentOut:
         revision=status.revision,
         desired_by=status.desired.actor if status.desired is not None else None,
         desired_at=status.desired.updated_at if status.desired is not None else None,
+        placement=status.desired.placement if status.desired is not None else None,
         model=shown(status.model),
         model_note=shown(status.model_note),
         offline=status.offline,

@@ -410,12 +410,22 @@ def _confirm(question: str) -> bool:
 
 # -- start, stop -----------------------------------------------------------------------------------
 @agents_app.command("start")
-def start_cmd(agent: AgentArg) -> None:
+def start_cmd(
+    agent: AgentArg,
+    placement: Annotated[
+        str | None,
+        typer.Option(
+            "--placement",
+            help="Run its clients only on workers of this group (carrier run --group NAME); "
+            "'any' for every worker. Left out: as it was.",
+        ),
+    ] = None,
+) -> None:
     """Mark an agent to run: every running carrier starts it (and after a restart, again).
 
     This command runs nothing itself.
     """
-    _set_desired(agent, "running")
+    _set_desired(agent, "running", placement=placement)
 
 
 @agents_app.command("stop")
@@ -427,15 +437,20 @@ def stop_cmd(agent: AgentArg) -> None:
     _set_desired(agent, "stopped")
 
 
-def _set_desired(agent: str, state: str) -> None:
+def _set_desired(agent: str, state: str, *, placement: str | None = None) -> None:
     from carrier.audit.context import cli_actor
+    from carrier.fleet.base import UNCHANGED
     from carrier.fleet.model import DesiredState
+
+    place: str | None = (
+        UNCHANGED if placement is None else None if placement == "any" else placement
+    )
 
     async def apply(manager: AgentManager) -> tuple[AgentRecord, DesiredState | None, list[str]]:
         record = await _agent(manager, agent)
         fleet = await manager.fleet()
         before = await fleet.desired(record.id)
-        await fleet.set_desired(record.id, DesiredState(state), actor=cli_actor())
+        await fleet.set_desired(record.id, DesiredState(state), placement=place, actor=cli_actor())
         return record, before.state if before is not None else None, await _live_workers(fleet)
 
     record, before, workers = _with_manager(apply)

@@ -52,6 +52,14 @@ def run(
             metavar="file|store",
         ),
     ] = None,
+    group: Annotated[
+        str | None,
+        typer.Option(
+            envvar="CARRIER_WORKER_GROUP",
+            help="This worker's group: it runs the clients of agents placed on it (carrier "
+            "agents start ID --placement NAME) and of agents placed nowhere in particular.",
+        ),
+    ] = None,
 ) -> None:
     """Run personas: their clients, the job scheduler, the API and console.
 
@@ -94,6 +102,7 @@ def run(
                 port=port,
                 progress=working,
                 prefer=prefer,  # type: ignore[arg-type]  # checked above
+                group=group,
             )
         )
     except ConfigError as exc:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from carrier.agents import (
     AgentNotRunning,
     ClientConfigError,
 )
+from carrier.agents.imports import load_files
 from carrier.character import Character, load_character
 from carrier.clients import Client, ClientUnavailable
 from carrier.settings import Settings
@@ -210,13 +212,36 @@ async def test_agent_manager_load_files_upserts_and_starts(
 ) -> None:
     broken = tmp_path / "broken.json"
     broken.write_text('{"name": ')
-    reports = await manager.load_files([HARBOR, broken])
+    reports = await load_files(manager, [HARBOR, broken])
     assert reports[0].error is None and reports[0].status is not None
     assert reports[0].status.running
     assert "discord" in reports[0].status.skipped  # no DISCORD_API_TOKEN here
     assert reports[1].error is not None and "invalid JSON" in reports[1].error
     harbor = load_character(HARBOR)
     # loading again updates the stored agent instead of failing
-    again = await manager.load_files([HARBOR])
+    again = await load_files(manager, [HARBOR])
     assert again[0].error is None
     assert [r.id for r in await manager.list()] == [harbor.agent_id]
+
+
+async def test_agent_manager_records_each_revision_in_the_audit_log(
+    make_manager: Callable[..., AgentManager], settings: Settings, tmp_path: Path
+) -> None:
+    from carrier.audit.model import AuditFilter
+    from carrier.audit.sqlite import SQLiteAuditLog
+    from carrier.fleet.model import RevisionSource
+
+    async with SQLiteAuditLog(path=tmp_path / "audit.db") as audit:
+        manager = make_manager(settings, services={"audit": audit})
+        try:
+            record = await manager.create(character(name="Pilot"), actor="admin")
+            await manager.update(
+                record.id, character(name="Pilot", bio=["edited"]), source=RevisionSource.CLI
+            )
+            await manager.revert(record.id, 1)
+        finally:
+            await manager.close()
+        page = await audit.list_events(AuditFilter(kinds=("character.revision",)))
+    seen = sorted((e.detail["revision"], e.action, e.actor) for e in page.items)
+    assert seen == [(1, "api", "admin"), (2, "cli", None), (3, "revert", None)]
+    assert {e.agent_id for e in page.items} == {record.id}

@@ -152,3 +152,16 @@ async def test_agents_body_over_limit_is_413_naming_the_limit(
             "/agents", content=chunks(), headers={"Content-Type": "application/json"}
         )
         assert response.status_code == 413
+
+
+async def test_start_places_an_agent_on_a_worker_group(client: httpx.AsyncClient) -> None:
+    agent_id = await create_running(client)
+    placed = await client.post(f"/agents/{agent_id}/start", params={"placement": "eu"})
+    assert placed.status_code == 200, placed.text
+    assert placed.json()["placement"] == "eu" and placed.json()["status"] == "running"
+    kept = (await client.post(f"/agents/{agent_id}/start")).json()
+    assert kept["placement"] == "eu"  # left out: as it was
+    anywhere = (await client.post(f"/agents/{agent_id}/start", params={"placement": "any"})).json()
+    assert anywhere["placement"] is None
+    bad = await client.post(f"/agents/{agent_id}/start", params={"placement": "no spaces"})
+    assert bad.status_code == 422

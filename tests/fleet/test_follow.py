@@ -140,3 +140,41 @@ async def test_a_sweep_repairs_what_the_log_did_not_say(
     assert worker.running_ids() == [other.id]
     await Follower(worker).sweep()
     assert worker.running_ids() == [record.id]
+
+
+async def test_a_placed_agent_runs_only_on_workers_of_its_group(tmp_path: Path) -> None:
+    settings = load_settings({"CARRIER_DATA_DIR": str(tmp_path / "data")})
+    model = FunctionModel(lambda request: "<response><text>ok</text></response>")
+    factory = Factory()
+    async with SQLiteStore(path=tmp_path / "carrier.db") as store:
+
+        def manager(clients: bool, group: str | None = None) -> AgentManager:
+            return AgentManager(
+                store=store,
+                embedder=HashEmbedder(),
+                settings=settings,
+                environ={},
+                model_factory=lambda character: model,
+                client_factories={"fake": factory},
+                start_clients=clients,
+                group=group,
+            )
+
+        web, eu, anywhere = manager(False), manager(True, "eu"), manager(True)
+        try:
+            record = await web.create(parse_character(PILOT))
+            status = await web.start(record.id, placement="eu")
+            assert status.running and status.desired is not None
+            assert status.desired.placement == "eu"  # the web runs it for the API all the same
+            for worker in (eu, anywhere):
+                await Follower(worker).sweep()
+            assert (eu.running_ids(), anywhere.running_ids()) == ([record.id], [])
+
+            await web.start(record.id, placement=None)  # any worker again
+            await Follower(anywhere).sweep()
+            assert anywhere.running_ids() == [record.id]
+            await web.start(record.id)  # placement left as it was
+            assert (await web.status(record.id)).desired.placement is None  # type: ignore[union-attr]
+        finally:
+            for m in (web, eu, anywhere):
+                await m.close()

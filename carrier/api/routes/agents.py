@@ -15,6 +15,7 @@ from carrier.api.errors import error_responses
 from carrier.api.schemas import ID_PATTERN, AgentOut
 from carrier.api.state import ApiState, agent_out, api_state
 from carrier.character import character_data, parse_character
+from carrier.fleet.base import UNCHANGED
 from carrier.safety.redact import shown
 
 __all__ = ["router"]
@@ -121,10 +122,25 @@ async def delete_agent(agent_id: AgentId, state: State, _: Admin) -> Response:
     summary="Start an agent and its clients",
     responses=error_responses(403, 404, 422),
 )
-async def start_agent(agent_id: AgentId, state: State, _: Admin) -> AgentOut:
-    """Clients that cannot start are listed in ``skipped_clients`` with the reason."""
+async def start_agent(
+    agent_id: AgentId,
+    state: State,
+    _: Admin,
+    placement: Annotated[
+        str | None,
+        Query(
+            pattern=ID_PATTERN,
+            description="Run its clients only on workers of this group (`carrier run --group "
+            "NAME`); `any` for every worker. Left out: as it was.",
+        ),
+    ] = None,
+) -> AgentOut:
+    """The agent should run: it runs here, and every process that runs its clients applies it
+    (after a restart too). Clients that cannot start are listed in ``skipped_clients`` with the
+    reason."""
     was_running = agent_id in state.manager.running_ids()
-    status = await state.manager.start(agent_id)
+    place = UNCHANGED if placement is None else None if placement == "any" else placement
+    status = await state.manager.start(agent_id, placement=place)
     if not was_running:  # the one record of the start in the server's log (the manager's is debug)
         log.info("started %s", _started(status))
     return agent_out(status, state)
