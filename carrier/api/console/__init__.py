@@ -43,6 +43,8 @@ ASSETS: dict[str, str] = {
     "sse.js": "text/javascript; charset=utf-8",
     "persona.js": "text/javascript; charset=utf-8",
     "chat.js": "text/javascript; charset=utf-8",
+    "revisions.js": "text/javascript; charset=utf-8",
+    "health.js": "text/javascript; charset=utf-8",
     "main.js": "text/javascript; charset=utf-8",
 }
 """The files under ``/console/assets/``, with their media types (nothing else is served)."""

@@ -131,3 +131,14 @@ export async function chatHistory(agentId, limit = 50) {
   const page = await call("GET", `/agents/${encodeURIComponent(agentId)}/messages?${query}`);
   return page.items;
 }
+
+/**
+ * ``GET /health``: {status: "ok" | "degraded", store, agents}. Its body also when it answers 503
+ * (the store does not answer), which says why. ``agents`` (each running agent's clients and
+ * their states) is there for the admin token only.
+ */
+export async function health() {
+  const response = await fetch("/health", { headers: headers({ Accept: "application/json" }) });
+  if (response.ok || response.status === 503) return response.json();
+  throw await failure(response);
+}

@@ -1,8 +1,10 @@
 // The console page: agents, the persona editor (form and raw) and the chat, wired to the API.
 
-import { ApiError, TOKEN_HELP, call, takeTokenFromFragment, token } from "./api.js";
+import { ApiError, TOKEN_HELP, call, health, takeTokenFromFragment, token } from "./api.js";
 import { Chat } from "./chat.js";
 import { PersonaForm, clearProblems, markProblem } from "./persona.js";
+import { clientNodes, showHealth } from "./health.js";
+import { History, conflictText, headRevision, timeNode } from "./revisions.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -30,11 +32,22 @@ const state = {
   editing: null, // the id of the agent in the editor, or null for a new one
   rawDirty: false, // the raw editor holds text the form has not seen
   agentsError: null, // why the last GET /agents failed, or null
+  revision: null, // the head revision the editor loaded: a save is refused if it moved since
+  conflict: null, // a save refused as made on an older revision: {body, contentType, head}
+  health: null, // the last answer of GET /health, or null
+  healthError: null, // why the last GET /health failed, or null
 };
+
+const HEALTH_EVERY_MS = 10_000; // clients' states change on their own: read them again that often
 
 const persona = new PersonaForm($("pane-form"));
 // The server's word on an agent wins: when a message finds it not running, read the state again.
 const chat = new Chat({ describe, onConflict: () => refreshAgents({ keepStatus: true }) });
+const history = new History({
+  describe,
+  confirm: (text) => window.confirm(text),
+  onReverted: (agent, number) => reverted(agent, number),
+});
 
 function say(id, text, kind = "") {
   const node = $(id);
@@ -68,6 +81,9 @@ function showTokenState() {
 /** Without a token nothing can be read: say where to find it and put the cursor in the field. */
 function askForToken() {
   state.agents = [];
+  state.health = null;
+  state.healthError = null;
+  showHealth($("service-health"), null, null);
   state.agentsError = new ApiError(401, { error: "unauthorized", message: TOKEN_HELP });
   say("agents-status", TOKEN_HELP, "warn");
   showTokenState();
@@ -89,9 +105,41 @@ $("token-forget").addEventListener("click", () => {
 
 // --- agents -----------------------------------------------------------------------------------
 
+// Where it runs (this process, another one, nowhere) against its desired state, which every
+// process sharing the store applies.
 function statusBadge(agent) {
-  const label = agent.running ? "running" : agent.status === "running" ? "running elsewhere" : "stopped";
+  let label = agent.status === "running" ? "running elsewhere" : "stopped";
+  if (agent.running) label = agent.status === "running" ? "running" : "stopping";
   return el("span", { className: `badge ${agent.running ? "on" : "off"}`, textContent: label });
+}
+
+function statusCell(agent) {
+  const cell = el("td", { className: "status" }, statusBadge(agent));
+  const meta = [];
+  if (agent.desired_by) meta.push(`${agent.status === "running" ? "started" : "stopped"} by ${agent.desired_by}`);
+  if (agent.revision) meta.push(`revision ${agent.revision}`);
+  if (meta.length) {
+    const line = el("span", { className: "meta", textContent: meta.join(" · ") });
+    if (agent.desired_at) line.title = `desired state set ${timeNode(agent.desired_at).textContent}`;
+    cell.append(line);
+  }
+  return cell;
+}
+
+/** Reads /health again and updates the clients' cells in place (nothing else moves). */
+async function refreshHealth() {
+  try {
+    state.health = await health();
+    state.healthError = null;
+  } catch (error) {
+    state.health = null;
+    state.healthError = error.status === 401 ? null : error; // the agents' notice says it already
+  }
+  showHealth($("service-health"), state.health, state.healthError && describe(state.healthError));
+  for (const agent of state.agents) {
+    const cell = document.getElementById(`agent-${agent.id}`)?.querySelector("td.clients");
+    cell?.replaceChildren(...clientNodes(state.health, agent.id));
+  }
 }
 
 function modelText(agent) {
@@ -124,9 +172,10 @@ function renderAgents() {
       "tr",
       { id: `agent-${agent.id}` },
       name,
-      el("td", {}, statusBadge(agent)),
+      statusCell(agent),
+      el("td", { className: "clients" }, ...clientNodes(state.health, agent.id)),
       el("td", { className: "model", textContent: modelText(agent), title: agent.model_note || "" }),
-      el("td", {}, actions),
+      el("td", { className: "actions-cell" }, actions),
     );
   });
   $("agents").tBodies[0].replaceChildren(...rows);
@@ -141,6 +190,7 @@ async function refreshAgents({ keepStatus = false } = {}) {
     askForToken();
     return;
   }
+  const healthRead = refreshHealth();
   try {
     state.agents = await call("GET", "/agents");
     state.agentsError = null;
@@ -150,6 +200,7 @@ async function refreshAgents({ keepStatus = false } = {}) {
     state.agentsError = error;
     say("agents-status", describe(error), "error");
   }
+  await healthRead;
   showTokenState();
   renderAgents();
 }
@@ -165,6 +216,7 @@ async function setRunning(agent, run) {
   try {
     const out = await call("POST", `/agents/${encodeURIComponent(agent.id)}/${run ? "start" : "stop"}`);
     replaceAgent(out);
+    refreshHealth(); // its clients' states
     const skipped = Object.entries(out.skipped_clients || {}).map(([c, why]) => `${c} (${why})`);
     let text = `${out.name} ${run ? "started" : "stopped"}.`;
     if (skipped.length) text += ` Clients skipped: ${skipped.join("; ")}.`;
@@ -199,14 +251,31 @@ $("editor-delete").addEventListener("click", () => {
 
 // --- the editor ---------------------------------------------------------------------------------
 
+/** The agent the editor holds (or none: a new persona), at the revision it was read at. */
 function setEditing(agent) {
   state.editing = agent ? agent.id : null;
+  state.revision = agent?.revision ?? null;
+  hideConflict();
   $("editor-heading").textContent = agent ? `Edit ${agent.name}` : "New persona";
+  $("editor-revision").textContent = agent?.revision ? `revision ${agent.revision}` : "";
   $("editor-delete").hidden = !agent;
   if (agent) $("editor-delete").setAttribute("aria-label", `Delete ${agent.name}`);
   const label = agent ? "Save changes" : "Create persona";
   $("form-save").textContent = label;
   $("raw-save").textContent = label;
+  $("tab-history").hidden = !agent;
+  if (!agent && activeTab() === "history") selectTab("form");
+  history.reset(agent);
+  if (activeTab() === "history") history.load();
+}
+
+/** Shows an agent's stored character in the editor, in both tabs. */
+function loadIntoEditor(agent) {
+  setEditing(agent);
+  persona.fill(agent.character);
+  $("raw").value = JSON.stringify(agent.character, null, 2);
+  state.rawDirty = false;
+  clearRawProblems();
 }
 
 function newPersona() {
@@ -221,37 +290,105 @@ function newPersona() {
 async function editAgent(id) {
   try {
     const agent = await call("GET", `/agents/${encodeURIComponent(id)}`);
-    setEditing(agent);
-    persona.fill(agent.character);
-    $("raw").value = JSON.stringify(agent.character, null, 2);
-    state.rawDirty = false;
-    clearRawProblems();
+    loadIntoEditor(agent);
+    replaceAgent(agent);
     const secrets = Object.entries(agent.secrets || {}).map(([name, s]) => `${name}: ${s}`);
     say("editor-status", secrets.length ? `Secrets (kept on save, never shown): ${secrets.join(", ")}.` : "");
     $("editor").scrollIntoView({ block: "start" });
-    $(activeTab() === "raw" ? "raw" : "f-name").focus();
+    $({ raw: "raw", form: "f-name", history: "tab-history" }[activeTab()]).focus();
   } catch (error) {
     say("agents-status", describe(error), "error");
   }
 }
 
-async function save(body, contentType) {
-  const path = state.editing ? `/agents/${encodeURIComponent(state.editing)}` : "/agents";
-  const agent = await call(state.editing ? "PUT" : "POST", path, { body, contentType });
-  const created = !state.editing;
+/**
+ * Creates the persona, or saves the edit on the revision the editor read (``revision``: the one
+ * it is made on; "overwrite" passes the newer head on purpose). An edit refused because the
+ * character changed elsewhere meanwhile is never retried by itself: the editor says who changed
+ * it and waits (resolves with null). Other failures reject.
+ */
+async function save(body, contentType, revision = state.revision) {
+  const id = state.editing;
+  let path = "/agents";
+  if (id) path = `/agents/${encodeURIComponent(id)}${revision ? `?revision=${revision}` : ""}`;
+  let agent;
+  try {
+    agent = await call(id ? "PUT" : "POST", path, { body, contentType });
+  } catch (error) {
+    if (!id || !(error instanceof ApiError) || error.code !== "revision_conflict") throw error;
+    await showConflict(id, body, contentType);
+    return null;
+  }
   setEditing(agent);
   replaceAgent(agent);
-  say("editor-status", `${agent.name} ${created ? "created" : "saved"}.`, "ok");
+  persona.fill(agent.character);
+  state.rawDirty = false;
+  say("editor-status", `${agent.name} ${id ? "saved" : "created"}.`, "ok");
   return agent;
+}
+
+// --- an edit made on an older revision ------------------------------------------------------------
+
+function hideConflict() {
+  state.conflict = null;
+  $("editor-conflict").hidden = true;
+  $("conflict-text").textContent = "";
+}
+
+/** Says who changed the character since the editor read it; "overwrite" is a choice, not a default. */
+async function showConflict(id, body, contentType) {
+  const name = state.agents.find((a) => a.id === id)?.name || id;
+  const opened = state.revision;
+  let head = null;
+  try {
+    head = await headRevision(id);
+  } catch {
+    // said below without the details
+  }
+  if (state.editing !== id) return; // another agent was opened meanwhile
+  say("editor-status", "");
+  state.conflict = head ? { body, contentType, head: head.number } : null;
+  $("conflict-text").textContent = head
+    ? conflictText(name, opened, head)
+    : `Not saved: ${name} changed elsewhere since you opened it (revision ${opened}). Reload to see it.`;
+  $("conflict-overwrite").hidden = !head;
+  $("editor-conflict").hidden = false;
+  $("conflict-reload").focus();
+}
+
+$("conflict-reload").addEventListener("click", () => {
+  if (state.editing) editAgent(state.editing);
+});
+
+$("conflict-overwrite").addEventListener("click", async () => {
+  const conflict = state.conflict;
+  if (!conflict) return;
+  try {
+    const agent = await save(conflict.body, conflict.contentType, conflict.head);
+    if (agent) say("editor-status", `${agent.name} saved over revision ${conflict.head}.`, "ok");
+  } catch (error) {
+    hideConflict();
+    say("editor-status", describe(error), "error");
+  }
+});
+
+/** After a revert from the History tab: the editor shows the new head. */
+function reverted(agent, number) {
+  const before = state.revision;
+  loadIntoEditor(agent);
+  replaceAgent(agent);
+  const text =
+    agent.revision === before
+      ? `Nothing to revert: ${agent.name}'s character is revision ${number}'s already.`
+      : `${agent.name} reverted to revision ${number}: its character is now revision ${agent.revision}.`;
+  say("editor-status", text, "ok");
 }
 
 $("pane-form").addEventListener("submit", async (event) => {
   event.preventDefault();
   persona.clear();
   try {
-    const agent = await save(persona.read());
-    persona.fill(agent.character);
-    state.rawDirty = false;
+    await save(persona.read());
   } catch (error) {
     say("editor-status", "");
     persona.show(error instanceof ApiError ? error : new ApiError(0, { message: describe(error) }));
@@ -274,9 +411,7 @@ $("pane-raw").addEventListener("submit", async (event) => {
   const text = $("raw").value;
   const json = /^\s*[{[]/.test(text);
   try {
-    const agent = await save(text, json ? "application/json" : "application/yaml");
-    persona.fill(agent.character);
-    state.rawDirty = false;
+    await save(text, json ? "application/json" : "application/yaml");
   } catch (error) {
     say("editor-status", "");
     const list = $("raw-problems");
@@ -295,10 +430,13 @@ $("pane-raw").addEventListener("submit", async (event) => {
   }
 });
 
-// Tabs: arrow keys move between them; the form and the raw text follow each other.
+// Tabs: arrow keys move between them; the form and the raw text follow each other; the history
+// is read again each time it is shown.
+
+const TABS = ["form", "raw", "history"];
 
 function activeTab() {
-  return $("tab-raw").getAttribute("aria-selected") === "true" ? "raw" : "form";
+  return TABS.find((name) => $(`tab-${name}`).getAttribute("aria-selected") === "true") || "form";
 }
 
 function selectTab(which) {
@@ -315,21 +453,27 @@ function selectTab(which) {
       say("editor-status", "The form reads JSON only: save the YAML from the raw editor, or write it as JSON.", "warn");
     }
   }
-  for (const name of ["form", "raw"]) {
+  for (const name of TABS) {
     const on = name === which;
     $(`tab-${name}`).setAttribute("aria-selected", String(on));
     $(`tab-${name}`).tabIndex = on ? 0 : -1;
     $(`pane-${name}`).hidden = !on;
   }
+  if (which === "history") history.load();
 }
 
-for (const name of ["form", "raw"]) {
+const MOVES = { ArrowLeft: -1, ArrowRight: 1 };
+
+for (const name of TABS) {
   $(`tab-${name}`).addEventListener("click", () => selectTab(name));
   $(`tab-${name}`).addEventListener("keydown", (event) => {
-    if (!["ArrowLeft", "ArrowRight", "Home", "End"].includes(event.key)) return;
+    if (!(event.key in MOVES) && event.key !== "Home" && event.key !== "End") return;
     event.preventDefault();
-    const other = name === "form" ? "raw" : "form";
-    const to = event.key === "Home" ? "form" : event.key === "End" ? "raw" : other;
+    const shown = TABS.filter((n) => !$(`tab-${n}`).hidden);
+    const at = shown.indexOf(name);
+    let to = shown[(at + (MOVES[event.key] || 0) + shown.length) % shown.length];
+    if (event.key === "Home") to = shown[0];
+    if (event.key === "End") to = shown.at(-1);
     selectTab(to);
     $(`tab-${to}`).focus();
   });
@@ -339,6 +483,11 @@ $("new-persona").addEventListener("click", () => {
   newPersona();
   $(activeTab() === "raw" ? "raw" : "f-name").focus();
 });
+
+// Clients connect, drop and come back by themselves: their states are read again now and then.
+setInterval(() => {
+  if (!document.hidden && token.get() && state.agentsError === null) refreshHealth();
+}, HEALTH_EVERY_MS);
 
 // --- start ----------------------------------------------------------------------------------------
 
