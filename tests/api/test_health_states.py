@@ -105,7 +105,9 @@ async def test_health_degraded_while_discord_refuses_then_ok_without_a_restart(
 
         fake.accept()
         async with asyncio.timeout(WITHIN):
-            while (await discord_health(http))[1]["status"] != "connected":
+            while True:
+                if (await discord_health(http))[1]["status"] == "connected":
+                    break
                 await asyncio.sleep(POLL)
         status, discord = await discord_health(http)
         assert status == "ok" and discord["last_error"] is None and discord["attempts"] == 0
