@@ -128,6 +128,8 @@ async def _drained(
         if not open_jobs or dead or time.monotonic() > deadline:
             if dead:
                 print(f"worker(s) {', '.join(dead)} exited during the run", file=sys.stderr)
+            elif open_jobs:
+                print(f"posts still open after {bound_s:.0f} s; stopped waiting", file=sys.stderr)
             post_jobs, publish_jobs = await _mine(jobs, posts)
             return post_jobs, publish_jobs, peak
         await asyncio.sleep(POLL_S)
@@ -162,7 +164,7 @@ async def run_jobs_async(
     """See :func:`run_jobs`."""
     if workers < 1 or jobs < 1 or agents < 1:
         raise ValueError("run_jobs needs workers, jobs and agents of at least 1")
-    bound_s = bound_s if bound_s is not None else 120.0 + jobs * max(call_latency_s, 0.05) * 10
+    bound_s = bound_s if bound_s is not None else 300.0 + jobs * (5.0 + 10 * call_latency_s)
     tag = uuid.uuid4().hex[:8]
     files = await asyncio.to_thread(prepare, workdir, agents, jobs, tag)
     size = len(await asyncio.to_thread(files[0].read_bytes))
@@ -300,7 +302,7 @@ def _figures(
     ends = [at for j in publish_jobs if (at := _ended(j)[0]) is not None]
     seconds = (max(ends) - min(claims)).total_seconds() if claims and ends else float("nan")
     by_worker: dict[str, dict[str, int]] = {}
-    for job in everything:
+    for job in [j for j in everything if j.state in FINAL_STATES]:
         who = _who(_ended(job)[1], procs)
         kind = "publish" if job.kind == PUBLISH_JOB_KIND else "post"
         by_worker.setdefault(who, {"post": 0, "publish": 0})[kind] += 1
@@ -318,6 +320,7 @@ def _figures(
         "published": once,
         "duplicates": duplicates,
         "lost": lost,
+        "unfinished": sum(1 for j in everything if j.state not in FINAL_STATES),
         "strays": strays,
         "not_succeeded": [f"{j.kind} {j.id} {j.state}: {j.last_error}" for j in not_succeeded][:10],
         "by_worker": dict(sorted(by_worker.items())),
@@ -351,8 +354,9 @@ def run_jobs(
     Returns ``workers``, ``jobs`` (posts), ``seconds`` (first post job claimed → last publish
     job ended), ``jobs_per_s`` (posts published once, per second), ``published_once`` (every
     post exactly once on its fake, nothing else published, every job succeeded),
-    ``duplicates``, ``lost``, ``by_worker`` (``{"w1": {"post": n, "publish": m}}``: who ended
-    each job) and more: ``peak_publishing`` (the most publish jobs held at once, sampled from
+    ``duplicates``, ``lost`` (not published; ``unfinished``: jobs still open when ``bound_s``
+    passed, a guard against hanging, by default 300 s + 5 s a post), ``by_worker``
+    (``{"w1": {"post": n, "publish": m}}``: who ended each job) and more: ``peak_publishing`` (the most publish jobs held at once, sampled from
     the store every 0.25 s), ``post_s_p50`` / ``publish_s_p50`` (claim → end of one job),
     ``graph_calls``, ``takeovers``, ``cpu_s`` (CPU seconds while the posts drained: each
     worker, this process — the fakes, the FTP server, the watching — and the MongoDB server
