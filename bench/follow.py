@@ -62,6 +62,7 @@ async def measure(rounds: int, root: Path, mongodb_uri: str | None) -> dict[str,
 
         def ready(n: int) -> bool:
             return sum("connected as" in line for line in worker.lines) == n
+
         try:
             async with httpx.AsyncClient(
                 base_url=f"http://127.0.0.1:{port}",
