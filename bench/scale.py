@@ -48,9 +48,11 @@ import httpx  # noqa: E402
 
 from bench._scale_jobs import run_jobs  # noqa: E402
 from bench._secantus import secantus_server  # noqa: E402
+from carrier.assemble import open_store  # noqa: E402
 from carrier.character import Character  # noqa: E402
 from carrier.fleet.base import FleetStore  # noqa: E402
 from carrier.settings import load_settings  # noqa: E402
+from carrier.types import MemoryKind  # noqa: E402
 from clients.discord import connection_key  # noqa: E402
 from clients.discord.fake import Bot, FakeDiscord  # noqa: E402
 from tests.deploy.procs import CarrierProcess, base_env, free_port  # noqa: E402
@@ -182,13 +184,15 @@ async def run_turns(
                 await proc.wait_for("running (Ctrl-C to stop)", bound_s=BOUND_S)
             await fleet.open()  # the processes made the store ready; this only reads leases
             headers = {"Authorization": f"Bearer {env['CARRIER_ADMIN_TOKEN']}"}
+            agent_ids = []
             async with httpx.AsyncClient(
                 base_url=f"http://127.0.0.1:{port}", headers=headers, timeout=60
             ) as api:
                 for i in range(1, args.bots + 1):
                     created = await api.post("/agents", json=character(i))
                     created.raise_for_status()
-                    started = await api.post(f"/agents/{created.json()['id']}/start")
+                    agent_ids.append(created.json()["id"])
+                    started = await api.post(f"/agents/{agent_ids[-1]}/start")
                     started.raise_for_status()
             connected_ids = {bot.id for bot in bots}
             await until(
@@ -204,6 +208,7 @@ async def run_turns(
                 spread=spread,
                 identifies=sorted(identifies[bot.token] for bot in bots),
                 spread_after=await holders(fleet, bots, env),
+                unanswered_ended=await ended(env, agent_ids, result.pop("unanswered_ids")),
             )
             for proc in reversed(procs):
                 proc.stop()
@@ -213,6 +218,32 @@ async def run_turns(
             for proc in procs:
                 proc.kill()
             await fleet.close()
+            if args.logs is not None:
+                args.logs.mkdir(parents=True, exist_ok=True)
+                for proc in procs:
+                    (args.logs / f"{workers}w-{proc.name}.log").write_text(proc.output + "\n")
+
+
+async def ended(env: dict[str, str], agent_ids: list[str], unanswered: set[int]) -> dict[str, int]:
+    """Where the unanswered messages ended in the store: status (and reason) → how many;
+    ``not stored`` for those no worker received."""
+    if not unanswered:
+        return {}
+    found: Counter[str] = Counter()
+    store = await open_store(load_settings(env))
+    try:
+        for agent_id in agent_ids:
+            for memory in await store.get_memories(
+                agent_id=agent_id, kinds=[MemoryKind.MESSAGE], limit=10**6, embeddings=False
+            ):
+                platform_id = memory.content.metadata.get("platform_message_id")
+                if platform_id is not None and int(platform_id) in unanswered:
+                    reason = f": {memory.error}" if memory.error else ""
+                    found[f"{memory.status}{reason}"] += 1
+    finally:
+        await store.close()
+    found["not stored"] = len(unanswered) - sum(found.values())
+    return dict(found.most_common())
 
 
 async def holders(fleet: FleetStore, bots: list[Bot], env: dict[str, str]) -> dict[str, list[str]]:
@@ -264,6 +295,20 @@ async def converse(
             k += 1
 
     pids = {p.name: p.proc.pid for p in procs} | {"secantus": server_pid}
+    moved: list[str] = []  # a bot's new session after the first: when, and which bot
+
+    async def watch() -> None:
+        seen = {s.session_id for s in fake.gateway.sessions}
+        names = {bot.id: bot.name for bot, _, _ in rooms}
+        while True:
+            for session in list(fake.gateway.sessions):
+                if session.session_id not in seen:
+                    seen.add(session.session_id)
+                    at = time.perf_counter() - start
+                    moved.append(f"{names.get(session.bot_id, session.bot_id)} at {at:.0f} s")
+            await asyncio.sleep(0.2)
+
+    watcher = asyncio.create_task(watch())
     talking = [asyncio.create_task(talk(c, *room)) for c, room in enumerate(rooms)]
     await asyncio.sleep(max(0.0, warm - time.perf_counter()))
     cpu_before = {name: cpu_s(pid) for name, pid in pids.items()}
@@ -278,6 +323,7 @@ async def converse(
     if dead:
         raise RuntimeError(f"{', '.join(dead)} exited during the run")
     await asyncio.sleep(args.grace)  # a late second reply would show here
+    watcher.cancel()
     in_window = [t for t in replies.first_at.values() if window_start <= t <= window_end]
     latencies = [
         (replies.first_at[m] - at) * 1000
@@ -298,6 +344,8 @@ async def converse(
         "unanswered": sum(1 for m in posted if replies.count[m] == 0),
         "unreferenced": replies.unreferenced + sum(1 for m in replies.count if m not in posted),
         "undelivered": undelivered,
+        "unanswered_ids": {m for m in posted if replies.count[m] == 0},
+        "reconnected": moved,
         "cpu_s": {name: round(value, 1) for name, value in cpu.items()},
         "machine_busy": busy / total if total else math.nan,
     }
@@ -323,7 +371,9 @@ def cpu_line(r: dict[str, Any]) -> str:
         f"{r['workers']} worker(s): {r['turns']} turns in {r['window_s']:.1f} s "
         f"({r['posted']} messages posted, {r['undelivered']} found no connection); CPU in the window: {used}; both cores "
         f"{r['machine_busy']:.0%} busy (others' work included); identifies per bot "
-        f"{r['identifies']}; connections after the run: {r['spread_after']}"
+        f"{r['identifies']} (new sessions during the run: {r['reconnected'] or 'none'}); "
+        f"connections after the run: {r['spread_after']}"
+        + (f"; the unanswered ended {r['unanswered_ended']}" if r["unanswered_ended"] else "")
     )
 
 
@@ -342,6 +392,7 @@ def main() -> int:
     parser.add_argument("--reply-bound", type=float, default=120.0, help="gives up on a reply")
     parser.add_argument("--jobs", type=int, default=200, help="scheduled posts (0: no jobs)")
     parser.add_argument("--graph-latency", type=float, default=0.2, help="seconds a Graph call")
+    parser.add_argument("--logs", type=Path, help="keep each process's output in this folder")
     args = parser.parse_args()
     if args.bots < 1 or args.conversations < args.bots:
         parser.error("--bots must be at least 1 and --conversations at least --bots")
