@@ -19,14 +19,11 @@ from typing import Any
 from pymongo import ASCENDING, DESCENDING, AsyncMongoClient, IndexModel
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
-from pymongo.errors import CollectionInvalid, OperationFailure
 
 from carrier._mongo import DEFAULT_DATABASE, MongoHandle
+from carrier._mongo_schema import MongoSchema
 from carrier.audit.base import AuditLog
 from carrier.audit.model import AuditEvent, AuditFilter, micros
-from carrier.errors import StoreError
-from carrier.install import upgrade_hint
-from carrier.types import utcnow
 
 __all__ = ["AUDIT_SCHEMA_VERSION", "COLLECTION", "MongoAuditLog"]
 
@@ -36,8 +33,6 @@ Document = dict[str, Any]
 
 COLLECTION = "audit"
 SCHEMA_DOC = "audit_schema"
-AUDIT_SCHEMA_VERSION = 1
-_NAMESPACE_EXISTS = 48
 
 INDEXES = (
     IndexModel([("at_us", DESCENDING), ("_id", DESCENDING)], name="audit_at"),
@@ -49,6 +44,19 @@ INDEXES = (
 
 STORE = "MongoDB audit log"
 """How errors name this store."""
+
+
+async def _initial(db: AsyncDatabase[Document]) -> None:
+    """1: the ``audit`` collection and its indexes (the layout is all of it)."""
+
+
+SCHEMA = MongoSchema(
+    doc=SCHEMA_DOC,
+    store=STORE,
+    migrations=(_initial,),
+    indexes={COLLECTION: INDEXES},
+)
+AUDIT_SCHEMA_VERSION = SCHEMA.version
 
 
 class MongoAuditLog(AuditLog):
@@ -158,31 +166,4 @@ class MongoAuditLog(AuditLog):
         return self._mongo.db()[COLLECTION]
 
     async def _migrate(self, db: AsyncDatabase[Document]) -> None:
-        doc = await db["meta"].find_one({"_id": SCHEMA_DOC})
-        current = int(doc["version"]) if doc is not None else 0
-        if current > AUDIT_SCHEMA_VERSION:
-            raise StoreError(
-                f"the {STORE} {self._mongo.where} has schema version {current}, newer than "
-                f"this Carrier supports ({AUDIT_SCHEMA_VERSION}); {upgrade_hint()} "
-                "or point CARRIER_MONGODB_URI at another database"
-            )
-        if COLLECTION not in set(await db.list_collection_names()):
-            try:
-                await db.create_collection(COLLECTION)
-            except CollectionInvalid:  # another process made it since we listed
-                pass
-            except OperationFailure as exc:
-                if exc.code != _NAMESPACE_EXISTS:
-                    raise
-        await db[COLLECTION].create_indexes(list(INDEXES))
-        if current < AUDIT_SCHEMA_VERSION:
-            await db["meta"].update_one(
-                {"_id": SCHEMA_DOC},
-                {"$max": {"version": AUDIT_SCHEMA_VERSION}, "$set": {"applied_at": utcnow()}},
-                upsert=True,
-            )
-            log.info(
-                "MongoDB audit log %s migrated to schema version %d",
-                self._mongo.where,
-                AUDIT_SCHEMA_VERSION,
-            )
+        await SCHEMA.migrate(db, self._mongo.where, logger=log)

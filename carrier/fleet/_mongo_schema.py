@@ -16,11 +16,8 @@ from typing import Any
 
 from pymongo import ASCENDING, IndexModel
 from pymongo.asynchronous.database import AsyncDatabase
-from pymongo.errors import CollectionInvalid, OperationFailure
 
-from carrier.errors import StoreError
-from carrier.install import upgrade_hint
-from carrier.types import utcnow
+from carrier._mongo_schema import MongoSchema
 
 __all__ = [
     "CHANGES",
@@ -50,7 +47,6 @@ CHANGES = "fleet_changes"
 LEASES = "fleet_leases"
 """``_id``: the lease's name."""
 
-_NAMESPACE_EXISTS = 48
 
 INDEXES: dict[str, tuple[IndexModel, ...]] = {
     REVISIONS: (
@@ -83,45 +79,12 @@ FLEET_SCHEMA_VERSION = len(MIGRATIONS)
 SCHEMA_DOC = "fleet_schema"
 
 
-async def stored_version(db: Database) -> int:
-    """The fleet's schema version recorded in the database (0 for a new one)."""
-    doc = await db["meta"].find_one({"_id": SCHEMA_DOC})
-    return int(doc["version"]) if doc is not None else 0
-
-
-async def _create(db: Database, name: str) -> None:
-    try:
-        await db.create_collection(name)
-    except CollectionInvalid:  # another process created it since we listed them
-        pass
-    except OperationFailure as exc:
-        if exc.code != _NAMESPACE_EXISTS:
-            raise
+SCHEMA = MongoSchema(
+    doc=SCHEMA_DOC, store="MongoDB fleet store", migrations=MIGRATIONS, indexes=INDEXES
+)
+stored_version = SCHEMA.stored_version
 
 
 async def migrate(db: Database, where: str) -> None:
     """Bring the database to :data:`FLEET_SCHEMA_VERSION`; refuse one a newer Carrier wrote."""
-    current = await stored_version(db)
-    if current > FLEET_SCHEMA_VERSION:
-        raise StoreError(
-            f"the MongoDB fleet store {where} has schema version {current}, newer than this "
-            f"Carrier supports ({FLEET_SCHEMA_VERSION}); {upgrade_hint()} "
-            "or point CARRIER_MONGODB_URI at another database"
-        )
-    for version in range(current + 1, FLEET_SCHEMA_VERSION + 1):
-        await MIGRATIONS[version - 1](db)
-    existing = set(await db.list_collection_names())
-    for name, indexes in INDEXES.items():
-        if name not in existing:
-            await _create(db, name)
-        if indexes:
-            await db[name].create_indexes(list(indexes))
-    if current < FLEET_SCHEMA_VERSION:
-        await db["meta"].update_one(
-            {"_id": SCHEMA_DOC},
-            {"$max": {"version": FLEET_SCHEMA_VERSION}, "$set": {"applied_at": utcnow()}},
-            upsert=True,
-        )
-        logger.info(
-            "MongoDB fleet store %s migrated to schema version %d", where, FLEET_SCHEMA_VERSION
-        )
+    await SCHEMA.migrate(db, where, logger=logger)

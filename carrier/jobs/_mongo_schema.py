@@ -16,12 +16,9 @@ from typing import Any
 
 from pymongo import ASCENDING, DESCENDING, IndexModel
 from pymongo.asynchronous.database import AsyncDatabase
-from pymongo.errors import CollectionInvalid, OperationFailure
 
-from carrier.errors import StoreError
-from carrier.install import upgrade_hint
+from carrier._mongo_schema import MongoSchema
 from carrier.jobs._mongo_codec import SLOT
-from carrier.types import utcnow
 
 __all__ = [
     "INDEXES",
@@ -37,7 +34,6 @@ logger = logging.getLogger(__name__)
 Database = AsyncDatabase[dict[str, Any]]
 
 _IF_STRING = {"$type": "string"}
-_NAMESPACE_EXISTS = 48
 
 INDEXES: dict[str, tuple[IndexModel, ...]] = {
     "jobs": (
@@ -97,45 +93,12 @@ JOBS_SCHEMA_VERSION = len(MIGRATIONS)
 SCHEMA_DOC = "jobs_schema"
 
 
-async def stored_version(db: Database) -> int:
-    """The job store's schema version recorded in the database (0 for a new one)."""
-    doc = await db["meta"].find_one({"_id": SCHEMA_DOC})
-    return int(doc["version"]) if doc is not None else 0
-
-
-async def _create(db: Database, name: str) -> None:
-    try:
-        await db.create_collection(name)
-    except CollectionInvalid:  # another process created it since we listed them
-        pass
-    except OperationFailure as exc:
-        if exc.code != _NAMESPACE_EXISTS:
-            raise
+SCHEMA = MongoSchema(
+    doc=SCHEMA_DOC, store="MongoDB job store", migrations=MIGRATIONS, indexes=INDEXES
+)
+stored_version = SCHEMA.stored_version
 
 
 async def migrate(db: Database, where: str) -> None:
     """Bring the database to :data:`JOBS_SCHEMA_VERSION`; refuse one written by a newer Carrier."""
-    current = await stored_version(db)
-    if current > JOBS_SCHEMA_VERSION:
-        raise StoreError(
-            f"the MongoDB job store {where} has schema version {current}, newer than this "
-            f"Carrier supports ({JOBS_SCHEMA_VERSION}); {upgrade_hint()} "
-            "or point CARRIER_MONGODB_URI at another database"
-        )
-    for version in range(current + 1, JOBS_SCHEMA_VERSION + 1):
-        await MIGRATIONS[version - 1](db)
-    existing = set(await db.list_collection_names())
-    for name, indexes in INDEXES.items():
-        if name not in existing:
-            await _create(db, name)
-        if indexes:
-            await db[name].create_indexes(list(indexes))
-    if current < JOBS_SCHEMA_VERSION:
-        await db["meta"].update_one(
-            {"_id": SCHEMA_DOC},
-            {"$max": {"version": JOBS_SCHEMA_VERSION}, "$set": {"applied_at": utcnow()}},
-            upsert=True,
-        )
-        logger.info(
-            "MongoDB job store %s migrated to schema version %d", where, JOBS_SCHEMA_VERSION
-        )
+    await SCHEMA.migrate(db, where, logger=logger)
