@@ -9,17 +9,13 @@ tests (an empty config file, ``--standalone`` like a plain mongod)::
 from __future__ import annotations
 
 import contextlib
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Secantus", "secantus_server"]
+from tests.mongo_servers import secantus_process
 
-START_BOUND_S = 30.0
+__all__ = ["Secantus", "secantus_server"]
 
 
 @dataclass(frozen=True)
@@ -29,61 +25,9 @@ class Secantus:
     pid: int
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @contextlib.contextmanager
 def secantus_server(root: Path) -> Iterator[Secantus]:
-    """SecantusDB (a MongoDB-compatible server) on a free loopback port, as
-    ``tests/mongo_servers.py`` starts it for the tests; its files go under ``root``."""
-    config = root / "secantusd.toml"  # empty: no secantusd.toml from $HOME or /etc
-    config.write_text("")
-    log = root / "server.log"
-    for _attempt in range(3):  # another process may take the free port first
-        port = _free_port()
-        with log.open("wb") as out:
-            process = subprocess.Popen(
-                [
-                    sys.executable, "-m", "secantus",
-                    "--config", str(config),
-                    "--host", "127.0.0.1",
-                    "--port", str(port),
-                    "--storage-path", str(root / "data"),
-                    "--log-level", "WARNING",
-                    "--standalone",
-                ],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                cwd=root,
-            )  # fmt: skip
-        if _listening(port, process):
-            break
-        process.kill()
-        process.wait()
-        if "in use" not in log.read_text():
-            raise RuntimeError(f"SecantusDB did not start:\n{log.read_text()[-2000:]}")
-    else:
-        raise RuntimeError(f"SecantusDB found no free port:\n{log.read_text()[-2000:]}")
-    try:
-        yield Secantus(uri=f"mongodb://127.0.0.1:{port}/", pid=process.pid)
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
-def _listening(port: int, process: subprocess.Popen[bytes]) -> bool:
-    deadline = time.monotonic() + START_BOUND_S
-    while time.monotonic() < deadline and process.poll() is None:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return True
-        except OSError:
-            time.sleep(0.05)
-    return False
+    """SecantusDB (a MongoDB-compatible server) on a free loopback port, as the tests start it
+    (:func:`tests.mongo_servers.secantus_process`); its files go under ``root``."""
+    with secantus_process(root) as (port, pid):
+        yield Secantus(uri=f"mongodb://127.0.0.1:{port}/", pid=pid)

@@ -33,6 +33,7 @@ __all__ = [
     "mongo_real_server",
     "mongo_vector_search_proxy",
     "mongo_vector_search_server",
+    "secantus_process",
 ]
 
 TEST_MONGODB_URI_ENV = "CARRIER_TEST_MONGODB_URI"
@@ -94,15 +95,11 @@ def _wait_for_port(port: int, process: subprocess.Popen[bytes], log: Path) -> No
     raise RuntimeError(f"SecantusDB did not listen on port {port} in {SERVER_START_TIMEOUT_S} s")
 
 
-@pytest.fixture(scope="session")
-def mongo_compatible_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MongoServer]:
-    """SecantusDB (a MongoDB-compatible server on WiredTiger) on a free loopback port."""
-    if importlib.util.find_spec("secantus") is None or importlib.util.find_spec("pymongo") is None:
-        pytest.skip(
-            "SecantusDB or pymongo is not installed, so the MongoDB store is not tested against "
-            "a compatible server; make install-dev installs both"
-        )
-    root = tmp_path_factory.mktemp("secantus")
+@contextmanager
+def secantus_process(root: Path, *, standalone: bool = True) -> Iterator[tuple[int, int]]:
+    """SecantusDB on a free loopback port, its files under ``root``; yields ``(port, pid)`` and
+    stops it after. ``standalone`` like a plain mongod (the mongo:7 of docker/compose.yaml);
+    without it, a single-node replica set that serves change streams."""
     config = root / "secantusd.toml"  # an empty config: no secantusd.toml from $HOME or /etc
     config.write_text("")
     log = root / "server.log"
@@ -117,7 +114,7 @@ def mongo_compatible_server(tmp_path_factory: pytest.TempPathFactory) -> Iterato
                     "--port", str(port),
                     "--storage-path", str(root / "data"),
                     "--log-level", "WARNING",
-                    "--standalone",  # like a plain mongod (the mongo:7 of docker/compose.yaml)
+                    *(["--standalone"] if standalone else []),
                 ],
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -133,17 +130,32 @@ def mongo_compatible_server(tmp_path_factory: pytest.TempPathFactory) -> Iterato
                 raise
     else:
         raise RuntimeError(f"SecantusDB found no free port:\n{log.read_text()[-2000:]}")
-    server = MongoServer(f"mongodb://127.0.0.1:{port}/")
     try:
-        yield server
+        yield port, process.pid
     finally:
-        server.close()
         process.terminate()
         try:
             process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+@pytest.fixture(scope="session")
+def mongo_compatible_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MongoServer]:
+    """SecantusDB (a MongoDB-compatible server on WiredTiger) on a free loopback port."""
+    if importlib.util.find_spec("secantus") is None or importlib.util.find_spec("pymongo") is None:
+        pytest.skip(
+            "SecantusDB or pymongo is not installed, so the MongoDB store is not tested against "
+            "a compatible server; make install-dev installs both"
+        )
+    root = tmp_path_factory.mktemp("secantus")
+    with secantus_process(root) as (port, _pid):
+        server = MongoServer(f"mongodb://127.0.0.1:{port}/")
+        try:
+            yield server
+        finally:
+            server.close()
 
 
 @pytest.fixture(scope="session")

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import subprocess
-import sys
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterator
@@ -30,12 +28,7 @@ import pytest
 from carrier.fleet.base import FleetStore
 from carrier.fleet.sqlite import SQLiteFleetStore
 from carrier.jobs.clock import ManualClock
-from tests.mongo_servers import (
-    TEST_MONGODB_URI_ENV,
-    MongoServer,
-    _free_loopback_port,
-    _wait_for_port,
-)
+from tests.mongo_servers import TEST_MONGODB_URI_ENV, MongoServer, secantus_process
 
 T0 = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -131,48 +124,12 @@ def mongo_replica_set_server(
     Asks for the suite's server first, which skips the test, saying why, where SecantusDB is
     not installed."""
     root = tmp_path_factory.mktemp("secantus-rs")
-    config = root / "secantusd.toml"  # an empty config: no secantusd.toml from $HOME or /etc
-    config.write_text("")
-    log = root / "server.log"
-    for _attempt in range(3):  # another process may take the free port before the server does
-        port = _free_loopback_port()
-        with log.open("wb") as out:
-            process = subprocess.Popen(
-                [
-                    sys.executable, "-m", "secantus",
-                    "--config", str(config),
-                    "--host", "127.0.0.1",
-                    "--port", str(port),
-                    "--storage-path", str(root / "data"),
-                    "--log-level", "WARNING",
-                ],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                cwd=root,
-            )  # fmt: skip
-        try:
-            _wait_for_port(port, process, log)
-            break
-        except RuntimeError:
-            process.kill()
-            process.wait()
-            if "in use" not in log.read_text():
-                raise
-    else:
-        raise RuntimeError(f"SecantusDB found no free port:\n{log.read_text()[-2000:]}")
-    try:
+    with secantus_process(root, standalone=False) as (port, _pid):
         server = MongoServer(f"mongodb://127.0.0.1:{port}/")
         try:
             yield server
         finally:
             server.close()
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 def _make_factory(
