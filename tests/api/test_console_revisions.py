@@ -98,13 +98,13 @@ async def test_console_revisions_listed_diffed_and_reverted(
             stored = (await http.get(f"/agents/{agent_id}/revisions")).json()
             assert stored["head"] == 2
             made = [(r["number"], r["source"], r["actor"]) for r in stored["items"]]
-            assert made == [(2, "api", "admin"), (1, "api", "admin")]
+            assert made == [(2, "console", "admin"), (1, "api", "admin")]
 
             await page.get_by_role("tab", name="History").click()
             newest = page.locator("#rev-list > li").first
             await expect(page.locator("#rev-list > li")).to_have_count(2)
             await expect(newest).to_have_id("rev-2")
-            await expect(newest.locator(".rev-source")).to_have_text("api")
+            await expect(newest.locator(".rev-source")).to_have_text("console")
             await expect(newest.locator(".rev-actor")).to_have_text("admin")
             await expect(newest).to_contain_text("head")
             await expect(page.get_by_role("button", name="Revert to revision 2")).to_have_count(0)

@@ -50,6 +50,14 @@ async def test_revisions_put_records_source_api_and_the_token_name(
     ]
     assert "character" not in page["items"][0]
 
+    console = {"X-Carrier-Client": "console"}
+    again = await client.put(
+        f"/agents/{agent_id}", json=edited("Pilot flies kites."), headers=console
+    )
+    assert again.status_code == 200, again.text
+    head = await manager.head(agent_id)
+    assert (head.number, head.source.value, head.actor) == (3, "console", "admin")
+
 
 async def test_revisions_page_back_with_before_and_limit(client: httpx.AsyncClient) -> None:
     agent_id = await create(client)

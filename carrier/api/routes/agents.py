@@ -16,6 +16,7 @@ from carrier.api.schemas import ID_PATTERN, AgentOut
 from carrier.api.state import ApiState, agent_out, api_state
 from carrier.character import character_data, parse_character
 from carrier.fleet.base import UNCHANGED
+from carrier.fleet.model import RevisionSource
 from carrier.safety.redact import shown
 
 __all__ = ["router"]
@@ -30,6 +31,17 @@ Admin = Annotated[Principal, Depends(admin_only)]
 AgentAccess = Annotated[Principal, Depends(agent_access)]
 
 
+CLIENT_HEADER = "X-Carrier-Client"
+"""Says which tool made a call: the web console sends ``console``, so its edits are revisions
+of source ``console`` (a label for people reading the history; who acts is the token)."""
+
+
+def revision_source(request: Request) -> RevisionSource:
+    if request.headers.get(CLIENT_HEADER, "").strip().lower() == "console":
+        return RevisionSource.CONSOLE
+    return RevisionSource.API
+
+
 @router.post(
     "",
     status_code=201,
@@ -42,7 +54,7 @@ async def create_agent(request: Request, state: State, _: Admin) -> AgentOut:
     """The body is a character as JSON, YAML or an uploaded file. Every problem comes back at
     once with its field path (and the file name, for uploads). The agent is created stopped."""
     character = await character_from_request(request)
-    record = await state.manager.create(character)
+    record = await state.manager.create(character, source=revision_source(request))
     return agent_out(await state.manager.status(record.id), state)
 
 
@@ -98,7 +110,9 @@ async def put_agent(
     old = await state.manager.get(agent_id)
     data = keep_secret_refs(character_data(character), old.character)
     character = parse_character(data, source=character.source)
-    await state.manager.update(agent_id, character, expected_revision=revision)
+    await state.manager.update(
+        agent_id, character, source=revision_source(request), expected_revision=revision
+    )
     return agent_out(await state.manager.status(agent_id), state)
 
 

@@ -70,7 +70,8 @@ export class ApiError extends Error {
 }
 
 function headers(extra) {
-  const out = { ...extra };
+  // The console names itself, so its edits are revisions of source "console".
+  const out = { "X-Carrier-Client": "console", ...extra };
   const value = token.get();
   if (value) out.Authorization = `Bearer ${value}`;
   return out;
