@@ -7,7 +7,8 @@ change log from the moment it started, and applies each entry to the agents of t
   the host runs clients); one that should not run is halted;
 - ``character``: a running agent takes the newer revision from its next turn;
 - ``client_config``: the running clients it names get their stored configuration;
-- ``deleted``: the agent is halted.
+- ``deleted``: the agent is halted;
+- ``uploads``: media uploaded through the web process are queued by the running publisher.
 
 Applying is idempotent (a process also sees its own entries; running a running agent, or a
 revision it runs already, does nothing), so an entry read twice does no harm. Each entry's
@@ -107,6 +108,8 @@ class Follower:
             return
         elif change.kind == ChangeKind.DELETED:
             await self.manager.halt(agent_id)
+        elif change.kind == ChangeKind.UPLOADS:
+            await self._take_uploads(agent_id)
         elif change.kind == ChangeKind.CHARACTER:
             await self.manager.refresh(agent_id)
         elif change.kind == ChangeKind.DESIRED:
@@ -116,6 +119,15 @@ class Follower:
             else:
                 await self.manager.halt(agent_id)
         self.applied += 1
+
+    async def _take_uploads(self, agent_id: str) -> None:
+        """The agent's publishing clients running here queue the uploads waiting for them."""
+        if agent_id not in self.manager.running_ids():
+            return  # its publisher starts elsewhere, or later: a start queues what waits
+        for name in (await self.manager.status(agent_id)).clients:
+            take = getattr(self.manager.client(agent_id, name), "queue_waiting_uploads", None)
+            if take is not None:
+                await take()
 
     async def _run(self, agent_id: str) -> None:
         if agent_id in self.manager.running_ids():

@@ -98,6 +98,9 @@ class ChangeKind(StrEnum):
     """A stored client configuration; ``agent_id`` None when it applies to every agent."""
     DELETED = "deleted"
     """The agent is gone."""
+    UPLOADS = "uploads"
+    """Media were uploaded for the agent in a process that does not publish them (the web):
+    the process running its publisher queues them."""
 
 
 class Change(BaseModel):

@@ -15,6 +15,7 @@ from carrier.agents import AgentManager
 from carrier.agents.follow import Follower
 from carrier.character import parse_character
 from carrier.clients import Client
+from carrier.fleet.model import ChangeKind
 from carrier.llm.fake import FunctionModel
 from carrier.memory.fake import HashEmbedder
 from carrier.memory.sqlite import SQLiteStore
@@ -29,6 +30,7 @@ class FakeClient(Client):
     def __init__(self, config: Mapping[str, Any]) -> None:
         self.config = dict(config)
         self.stopped = False
+        self.queued = 0
 
     async def start(self) -> None:
         pass
@@ -38,6 +40,10 @@ class FakeClient(Client):
 
     def update_config(self, config: Mapping[str, Any]) -> None:
         self.config = dict(config)
+
+    async def queue_waiting_uploads(self) -> list[str]:
+        self.queued += 1
+        return ["job"]
 
 
 class Factory:
@@ -113,6 +119,10 @@ async def test_the_worker_applies_starts_edits_configs_stops_and_deletes(
 
     await web.set_client_config(f"{record.id}:fake", {"channels": ["general"]})
     await until(lambda: client.config.get("channels") == ["general"], "the config is pushed")
+
+    # Media uploaded through the web, where no publisher runs: the worker's client queues them.
+    await (await web.fleet()).append_change(ChangeKind.UPLOADS, record.id, {"media_id": "m1"})
+    await until(lambda: client.queued == 1, "the worker's publisher queues the upload")
 
     await web.stop(record.id)
     await until(lambda: client.stopped, "the stop reaches the worker")

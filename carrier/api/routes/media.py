@@ -4,8 +4,9 @@ The file is kept under ``<data_dir>/media/<agent_id>/`` with a fresh name and re
 ``post`` memory with status ``received`` (its id is the media id), within the agent's upload
 quota (:mod:`carrier.api.uploads`). A running client of the agent that has an
 ``accept_media(memory)`` coroutine (the Instagram publisher) takes it: 202 ``scheduled``. When
-the character lists such a client that is not running yet, the upload waits for it (the client
-queues waiting uploads when it starts): 202 ``received``. When no client of the agent publishes
+the character lists such a client that does not run here (it runs in a worker, or not yet), the
+upload waits for it: the change log tells the process that runs it, which queues it at once, and
+a client queues waiting uploads when it starts: 202 ``received``. When no client of the agent publishes
 media, the answer is 409 and nothing is kept; so is every other refusal (bad type, too large,
 over quota): a refused upload leaves no file behind.
 """
@@ -27,6 +28,7 @@ from carrier.api.routes.agents import AgentId
 from carrier.api.schemas import ErrorBody, IsoDatetime, MediaOut, ProblemOut
 from carrier.api.state import ApiState, api_state
 from carrier.api.uploads import discard, upload_quota
+from carrier.fleet.model import ChangeKind
 from carrier.types import Attachment, Content, Memory, MemoryKind, MemoryStatus, stable_id
 
 __all__ = ["router"]
@@ -149,7 +151,10 @@ async def post_media(
         publish_at=publish_at,
         status="received",
         message=(
-            f"stored; the {waiting_for} client queues it when it starts" if waiting_for else ""
+            f"stored; the process running the {waiting_for} client queues it (at once, or when "
+            "it starts)"
+            if waiting_for
+            else ""
         ),
     )
     stored = False
@@ -160,6 +165,9 @@ async def post_media(
             name, accept = publisher
             await accept(memory)
             out.status, out.message = "scheduled", f"handed to the {name} publisher"
+        else:  # the process running the publisher (a worker) queues it, now or when it starts
+            fleet = await state.manager.fleet()
+            await fleet.append_change(ChangeKind.UPLOADS, agent_id, {"media_id": saved.id})
     except BaseException:  # nothing half-kept: the caller is told it failed
         if stored:
             await state.manager.store.delete_memory(memory.id)

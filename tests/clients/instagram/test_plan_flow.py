@@ -20,6 +20,7 @@ import pytest
 from carrier.agents import AgentManager
 from carrier.api import ApiSettings, create_app
 from carrier.character import Character
+from carrier.fleet.model import ChangeKind
 from carrier.jobs import Job, JobService, JobState, ManualClock, Scheduler, SQLiteJobStore
 from carrier.llm.base import ModelRequest
 from carrier.llm.fake import FunctionModel
@@ -446,6 +447,10 @@ async def test_upload_stored_before_the_publisher_ran_is_queued_at_start(
         data={"caption": "kept for later"},
     )
     assert sent.status_code == 202  # stored: the instagram client queues it when it starts
+    # and a process running it elsewhere (a worker beside a web) hears of it at once
+    changes = await (await w.manager.fleet()).changes(0)
+    [told] = [c for c in changes if c.kind == ChangeKind.UPLOADS]
+    assert told.agent_id == w.agent_id and told.detail == {"media_id": sent.json()["id"]}
     await w.manager.start(w.agent_id)
     await w.run()
     assert [p["caption"] for p in w.graph.published] == ["kept for later"]
