@@ -213,7 +213,7 @@ async def test_retention_summarizes_before_deleting_and_keeps_what_it_could_not(
     assert summary.created_at == max(m.created_at for m in old)  # dated at what it covers
     assert await w.texts(agent, MemoryKind.MESSAGE) == ["unsummarizable words", "yesterday"]
     assert await w.store.get_memory(stuck.id) is not None  # no summary, so not deleted
-    [run] = (await w.audit.list_events(AuditFilter(agent_id=agent))).items
+    [run] = (await w.audit.list_events(AuditFilter(agent_id=agent, kinds=("memory.prune",)))).items
     assert run.detail["summaries"] == 1 and run.detail["messages"] == 3
     assert run.detail["rooms_kept_unsummarized"] == 1
 
