@@ -323,8 +323,8 @@ async def _say_stopped(manager: AgentManager, running: set[str]) -> None:
         if record.id in running:
             continue
         status = await manager.status(record.id)
-        if status.desired is None:
-            continue
+        if status.desired is None or status.should_run:  # never started; or runs elsewhere
+            continue  # (placed on another group), or failed to start here (said above)
         by = f" by {status.desired.actor}" if status.desired.actor else ""
         _say(
             f"{record.name} ({record.id}): stopped{by}; start it with: carrier agents start "
