@@ -439,12 +439,10 @@ def stop_cmd(agent: AgentArg) -> None:
 
 def _set_desired(agent: str, state: str, *, placement: str | None = None) -> None:
     from carrier.audit.context import cli_actor
-    from carrier.fleet.base import UNCHANGED
+    from carrier.fleet.base import placement_from
     from carrier.fleet.model import DesiredState
 
-    place: str | None = (
-        UNCHANGED if placement is None else None if placement == "any" else placement
-    )
+    place = placement_from(placement)
 
     async def apply(manager: AgentManager) -> tuple[AgentRecord, DesiredState | None, list[str]]:
         record = await _agent(manager, agent)

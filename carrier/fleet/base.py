@@ -49,10 +49,21 @@ from carrier.jobs.clock import Clock, system_clock
 if TYPE_CHECKING:
     from carrier.settings import Settings
 
-__all__ = ["UNCHANGED", "FleetStore", "RevisionConflict"]
+__all__ = ["ANY_PLACEMENT", "UNCHANGED", "FleetStore", "RevisionConflict", "placement_from"]
 
 UNCHANGED: Any = object()
 """For :meth:`FleetStore.set_desired`'s ``placement``: keep the stored one."""
+
+ANY_PLACEMENT = "any"
+"""What a user writes for "no group in particular" (stored as None)."""
+
+
+def placement_from(given: str | None) -> str | None:
+    """A placement as the API and the CLI take it: left out, :data:`UNCHANGED`; ``any``, None
+    (every worker); else the worker group's name."""
+    if given is None:
+        return UNCHANGED
+    return None if given == ANY_PLACEMENT else given
 
 
 class RevisionConflict(UserError):

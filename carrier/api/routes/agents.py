@@ -15,7 +15,7 @@ from carrier.api.errors import error_responses
 from carrier.api.schemas import ID_PATTERN, AgentOut
 from carrier.api.state import ApiState, agent_out, api_state
 from carrier.character import character_data, parse_character
-from carrier.fleet.base import UNCHANGED
+from carrier.fleet.base import placement_from
 from carrier.fleet.model import RevisionSource
 from carrier.safety.redact import shown
 
@@ -153,8 +153,7 @@ async def start_agent(
     (after a restart too). Clients that cannot start are listed in ``skipped_clients`` with the
     reason."""
     was_running = agent_id in state.manager.running_ids()
-    place = UNCHANGED if placement is None else None if placement == "any" else placement
-    status = await state.manager.start(agent_id, placement=place)
+    status = await state.manager.start(agent_id, placement=placement_from(placement))
     if not was_running:  # the one record of the start in the server's log (the manager's is debug)
         log.info("started %s", _started(status))
     return agent_out(status, state)
