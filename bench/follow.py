@@ -26,9 +26,9 @@ import httpx
 
 from bench._secantus import secantus_server
 from clients.discord.fake import FakeDiscord
+from tests.deploy.procs import ADMIN_TOKEN as ADMIN
 from tests.deploy.procs import CarrierProcess, base_env, free_port
 
-ADMIN = "deploy-test-admin-token-0123456789"
 AGENT = {"name": "Pilot", "bio": ["Guides ships."], "clients": ["discord"]}
 
 

@@ -25,7 +25,10 @@ from typing import IO
 
 ROOT = Path(__file__).resolve().parents[2]
 
-__all__ = ["ROOT", "CarrierProcess", "base_env", "free_port"]
+__all__ = ["ADMIN_TOKEN", "ROOT", "CarrierProcess", "base_env", "free_port"]
+
+ADMIN_TOKEN = "deploy-test-admin-token-0123456789"
+"""The admin token every process of :func:`base_env` serves the API with."""
 
 
 def free_port() -> int:
@@ -45,7 +48,7 @@ def base_env(data_dir: Path, *, mongodb_uri: str | None = None, **extra: str) ->
     env.update(
         {
             "CARRIER_DATA_DIR": str(data_dir),
-            "CARRIER_ADMIN_TOKEN": "deploy-test-admin-token-0123456789",
+            "CARRIER_ADMIN_TOKEN": ADMIN_TOKEN,
             "CARRIER_SECRET_KEY": "deploy-test-secret-key-0123456789abcdef",
             "HF_HUB_OFFLINE": "1",
             "PYTHONUNBUFFERED": "1",

@@ -14,11 +14,11 @@ import httpx
 import pytest
 
 from clients.discord.fake import FakeDiscord
+from tests.deploy.procs import ADMIN_TOKEN as ADMIN
 from tests.deploy.procs import CarrierProcess, base_env, free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio]
 
-ADMIN = "deploy-test-admin-token-0123456789"
 PILOT = """\
 name: Pilot
 bio: [Pilot guides ships into the harbour.]

@@ -20,12 +20,12 @@ import httpx
 import pytest
 
 from clients.discord.fake import FakeDiscord
+from tests.deploy.procs import ADMIN_TOKEN as ADMIN
 from tests.deploy.procs import CarrierProcess, base_env, free_port
 from tests.mongo_servers import MongoServer
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio]
 
-ADMIN = "deploy-test-admin-token-0123456789"
 
 PILOT: dict[str, Any] = {
     "name": "Pilot",

@@ -36,12 +36,12 @@ from carrier.settings import load_settings
 from carrier.types import MemoryKind, MemoryStatus, stable_id
 from clients.discord.fake import FakeDiscord
 from clients.discord.fake.server import Guild
+from tests.deploy.procs import ADMIN_TOKEN as ADMIN
 from tests.deploy.procs import CarrierProcess, base_env, free_port
 from tests.mongo_servers import MongoServer
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio]
 
-ADMIN = "deploy-test-admin-token-0123456789"
 CHANNELS = 20
 BEFORE_KILL = 120
 """Messages the store received before the owner is killed."""
