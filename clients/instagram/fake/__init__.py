@@ -3,6 +3,8 @@ an in-process Instagram private API behind instagrapi's own HTTP sessions."""
 
 from __future__ import annotations
 
+from clients.instagram.fake._conversations import FakeComment, FakeMessage
+from clients.instagram.fake._webhooks import sign
 from clients.instagram.fake.graph import FakeContainer, FakeGraphAPI
 
-__all__ = ["FakeContainer", "FakeGraphAPI"]
+__all__ = ["FakeComment", "FakeContainer", "FakeGraphAPI", "FakeMessage", "sign"]

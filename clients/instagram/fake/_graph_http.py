@@ -38,6 +38,17 @@ def graph_error(
     return status, {"error": error}
 
 
+def _json_params(body: str) -> dict[str, str]:
+    """A JSON body as parameters: objects kept as JSON text (as a form field would carry them)."""
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return {}
+    if not isinstance(parsed, dict):
+        return {}
+    return {k: v if isinstance(v, str) else json.dumps(v) for k, v in parsed.items()}
+
+
 class GraphHandler(BaseHTTPRequestHandler):
     """Routes HTTP to the fake's ``handle`` (API) or its ``static_root`` (``/media/``)."""
 
@@ -75,7 +86,10 @@ class GraphHandler(BaseHTTPRequestHandler):
         length = int(self.headers.get("content-length") or 0)
         if length:
             body = self.rfile.read(length).decode()
-            params.update({k: v[-1] for k, v in parse_qs(body).items()})
+            if self.headers.get("content-type", "").startswith("application/json"):
+                params.update(_json_params(body))
+            else:
+                params.update({k: v[-1] for k, v in parse_qs(body).items()})
         token = params.pop("access_token", None)
         auth = self.headers.get("authorization", "")
         if auth.startswith("Bearer "):

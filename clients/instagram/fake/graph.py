@@ -11,6 +11,10 @@ IN_PROGRESS, a full quota, publishes that go through but answer with a dropped c
 a 500, a media list that is unavailable or lags (:attr:`FakeGraphAPI.media_list`), and a little
 latency on every call (:attr:`FakeGraphAPI.latency_s`), so the "unclear failure" and recovery
 paths can be tested without timing. It is thread-safe: several worker processes may use it.
+
+Conversations (comments, replies, mentions, hides, DMs with the messaging window) are served by
+:attr:`FakeGraphAPI.conversations`, and webhook notifications of them are delivered, signed, by
+:attr:`FakeGraphAPI.webhooks`.
 """
 
 from __future__ import annotations
@@ -27,7 +31,9 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import unquote
 
+from clients.instagram.fake._conversations import Conversations
 from clients.instagram.fake._graph_http import GraphHandler, graph_error
+from clients.instagram.fake._webhooks import WebhookSender
 
 __all__ = ["FakeContainer", "FakeGraphAPI", "graph_error"]
 
@@ -73,6 +79,7 @@ class FakeGraphAPI:
         username: str = "fake_account",
         static_root: Path | None = None,
         version: str = "v21.0",
+        app_secret: str = "fake-app-secret",
     ) -> None:
         self.token = token
         self.ig_user_id = ig_user_id
@@ -102,6 +109,12 @@ class FakeGraphAPI:
         """media_publish calls that published and have not answered yet."""
         self._ids = itertools.count(17900000000000001)
         self._lock = threading.Lock()
+        self.conversations = Conversations(
+            owner_id=ig_user_id, owner_username=username, new_id=self._new_id, lock=self._lock
+        )
+        """Comments, mentions, replies, hides and DMs (:mod:`~clients.instagram.fake._conversations`)."""
+        self.webhooks = WebhookSender(ig_user_id=ig_user_id, app_secret=app_secret)
+        """Signed webhook deliveries to a subscriber (:mod:`~clients.instagram.fake._webhooks`)."""
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -143,6 +156,21 @@ class FakeGraphAPI:
     def containers(self) -> dict[str, FakeContainer]:
         return dict(self.state.containers)
 
+    def add_media(self, caption: str = "") -> str:
+        """A post already on the account (made outside the fake's publishing); its id."""
+        with self._lock:
+            media_id = self._new_id()
+            self.state.media.append(
+                {
+                    "id": media_id,
+                    "caption": caption,
+                    "media_type": "IMAGE",
+                    "permalink": f"https://www.instagram.com/p/FAKE{media_id[-6:]}/",
+                    "timestamp": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S+0000"),
+                }
+            )
+            return media_id
+
     def expire(self, container_id: str) -> None:
         self.state.containers[container_id].status_code = "EXPIRED"
 
@@ -159,26 +187,44 @@ class FakeGraphAPI:
             time.sleep(self.latency_s)  # on the request's own thread: calls overlap
         if method == "POST" and edge == "media_publish" and self.publish_answer_delay_s > 0:
             return self._publish_then_wait(target, params)
+        talk = self.conversations
+        if talk.answer_delay_s > 0 and talk.sends(method, target, edge):
+            return talk.answer_late(lambda: self._handle(method, parts, target, edge, params))
         with self._lock:
-            self.state.requests.append((method, "/".join(parts[1:])))
-            if target == self.ig_user_id:
-                if method == "POST" and edge == "media":
-                    return self._create(params)
-                if method == "POST" and edge == "media_publish":
-                    return self._publish(params)
-                if method == "GET" and edge == "content_publishing_limit":
-                    config = {"quota_total": self.quota_total, "quota_duration": 86400}
-                    return 200, {"data": [{"quota_usage": self.quota_usage, "config": config}]}
-                if method == "GET" and edge == "media":
-                    return self._media_list(params)
-                if method == "GET" and edge is None:
-                    return self._account(params)
-            elif method == "GET" and edge is None:
-                if target in self.state.containers:
-                    return self._status(self.state.containers[target])
-                for media in self.state.media:
-                    if media["id"] == target:
-                        return 200, _fields(media, params)
+            return self._handle(method, parts, target, edge, params)
+
+    def _handle(
+        self, method: str, parts: list[str], target: str, edge: str | None, params: dict[str, str]
+    ) -> tuple[int, Any]:
+        """One request, under the lock."""
+        self.state.requests.append((method, "/".join(parts[1:])))
+        answer = self.conversations.handle(method, target, edge, params)
+        if answer is not None:
+            return answer
+        if target == self.ig_user_id:
+            if method == "POST" and edge == "media":
+                return self._create(params)
+            if method == "POST" and edge == "media_publish":
+                return self._publish(params)
+            if method == "GET" and edge == "content_publishing_limit":
+                config = {"quota_total": self.quota_total, "quota_duration": 86400}
+                return 200, {"data": [{"quota_usage": self.quota_usage, "config": config}]}
+            if method == "GET" and edge == "media":
+                return self._media_list(params)
+            if method == "GET" and edge is None:
+                return self._account(params)
+        elif method == "GET" and edge is None:
+            if target in self.state.containers:
+                return self._status(self.state.containers[target])
+            for media in self.state.media:
+                if media["id"] == target:
+                    return 200, _fields(media, params)
+        elif (
+            method == "GET"
+            and edge == "comments"
+            and any(media["id"] == target for media in self.state.media)
+        ):
+            return 200, {"data": []}
         return graph_error(
             400, f"Unsupported {method} request: object '{target}' does not exist", 100
         )
