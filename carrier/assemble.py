@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from carrier.builtin.persona import example_pairs
+from carrier.errors import ConfigError
 from carrier.llm.base import ModelProvider
 from carrier.llm.models import credential_env_vars, has_credentials, resolve_model
 from carrier.llm.redacting import redacting
@@ -29,6 +30,7 @@ __all__ = [
     "choose_model",
     "default_embedder",
     "given_model",
+    "guard_model",
     "learn_secrets",
     "load_embedder",
     "offline_summary",
@@ -247,4 +249,58 @@ def build_runtime(
         ignore=[str(i) for i in ignore],
         reply_recovery_s=settings.reply_recovery_seconds,
     )
+    guard_model(runtime)  # after the redactor: the budgets choose which model answers
     return runtime, choice
+
+
+def guard_model(runtime: AgentRuntime, *, strict: bool = True) -> None:
+    """Put the runtime's model behind its budgets (:mod:`carrier.llm.budget`): the character's
+    ``settings.budget`` (read again when the character is edited) and the host's, enforced by
+    the host's ``services["budgets"]``. Idempotent: the host calls it again at each turn's
+    start, for a model swapped in by an edit. :class:`ConfigError` for a budget that is not one
+    (with ``strict`` False, logged and left out)."""
+    from carrier.llm.budget import BudgetedProvider, budget_of
+
+    model = runtime.model
+    if isinstance(model, BudgetedProvider):
+        return
+    try:
+        first = budget_of(runtime.character)
+    except ConfigError as exc:
+        if strict:
+            raise
+        log.error("%s: budget left out: %s", runtime.character.name, exc)
+        first = None
+    seen = {"character": id(runtime.character), "budget": first}
+
+    def budget() -> Any:
+        character = runtime.character
+        if id(character) != seen["character"]:  # edited: an invalid budget keeps the last one
+            seen["character"] = id(character)
+            try:
+                seen["budget"] = budget_of(character)
+            except ConfigError as exc:
+                log.error("%s: budget not changed: %s", character.name, exc)
+        return seen["budget"]
+
+    def offline() -> ModelProvider:
+        from carrier.llm.offline import OfflineProvider
+
+        character = runtime.character
+        return redacting(
+            OfflineProvider(
+                agent_name=character.name,
+                examples=example_pairs(character),
+                embedder=runtime.embedder,
+                post_examples=list(getattr(character, "post_examples", []) or []),
+            )
+        )
+
+    runtime.model = BudgetedProvider(
+        model,
+        agent_id=runtime.agent_id,
+        budget=budget,
+        services=runtime.services,
+        offline=offline,
+        current=lambda: runtime.model,
+    )

@@ -104,6 +104,7 @@ async def run_main(
     from carrier.audit.host import HostAudit, open_host_audit
     from carrier.jobs.service import JobService
     from carrier.retention.job import schedule_retention
+    from carrier.series.host import HostSeries, open_host_series
     from carrier.tools.approvals import register_tool_jobs
 
     if serve_api:
@@ -128,8 +129,10 @@ async def run_main(
     )
     jobs = JobService.from_settings(settings)
     audit: HostAudit | None = None
+    series: HostSeries | None = None
     try:
         audit = await open_host_audit(settings, manager.services)  # before any agent starts
+        series = await open_host_series(settings, manager)  # turns counted; budgets enforced
         # The job store is open before any client starts (clients enqueue work), and adapters
         # register their job handlers (Instagram posting) before the worker runs.
         await jobs.store.open()
@@ -174,6 +177,8 @@ async def run_main(
     finally:
         await jobs.stop(grace_s=30)
         await manager.close()
+        if series is not None:  # after the agents' last turns
+            await series.aclose()
         if audit is not None:  # after the agents' stops, which it records
             await audit.aclose()
         await fleet.close()
@@ -192,6 +197,7 @@ async def serve_main(
     from carrier.assemble import default_embedder, open_store
     from carrier.audit.host import open_host_audit
     from carrier.jobs.service import JobService
+    from carrier.series.host import open_host_series
 
     check_bind(host, settings)
     check_port(host, port)  # before the store opens
@@ -212,6 +218,7 @@ async def serve_main(
         fleet=fleet,
     )
     audit = await open_host_audit(settings, manager.services)
+    series = await open_host_series(settings, manager)
     try:
         follower = Follower(manager)
         seen = await follower.mark()
@@ -232,6 +239,7 @@ async def serve_main(
             )
     finally:
         await manager.close()
+        await series.aclose()
         await audit.aclose()
         await jobs.store.close()
         await fleet.close()

@@ -7,7 +7,7 @@ Both record every request in ``.requests``.
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 
 from carrier.llm.base import ModelProvider, ModelRequest, ModelResult
 from carrier.types import Usage
@@ -22,7 +22,10 @@ class FunctionModel(ModelProvider):
     """A model whose answer is ``fn(request)`` (sync or async, ``str`` or ``ModelResult``).
 
     ``stream()`` yields the answer in pieces of ``chunk_size`` characters. Each call counts as
-    one model call in ``usage`` with no tokens.
+    one model call in ``usage`` with no tokens, unless ``prices`` gives the model a price:
+    ``{model: (USD per prompt token, USD per completion token)}`` (the model is the request's
+    ``model`` or this one's), and then tokens are counted as a quarter of the characters, the
+    way litellm's cost map would price a real call (which tests cannot reach).
     """
 
     name = "function"
@@ -34,6 +37,7 @@ class FunctionModel(ModelProvider):
         chunk_size: int = 8,
         model: str = "function",
         vision: bool = False,
+        prices: Mapping[str, tuple[float, float]] | None = None,
     ) -> None:
         if chunk_size < 1:
             raise ValueError("chunk_size must be >= 1")
@@ -42,6 +46,7 @@ class FunctionModel(ModelProvider):
         self.model = model
         self.requests: list[ModelRequest] = []
         self.vision = vision
+        self.prices = dict(prices or {})
         self.last_result: ModelResult | None = None
 
     async def supports_vision(self) -> bool:
@@ -59,7 +64,22 @@ class FunctionModel(ModelProvider):
                 f"{type(self).__name__} function must return str or ModelResult, "
                 f"got {type(answer).__name__}"
             )
-        return ModelResult(text=answer, model=self.model, usage=Usage(calls=1))
+        return ModelResult(
+            text=answer, model=request.model or self.model, usage=self._usage(request, answer)
+        )
+
+    def _usage(self, request: ModelRequest, answer: str) -> Usage:
+        price = self.prices.get(request.model or self.model)
+        if price is None:
+            return Usage(calls=1)
+        said = "".join(m.content if isinstance(m.content, str) else "" for m in request.messages)
+        prompt, completion = max(1, len(said) // 4), max(1, len(answer) // 4)
+        return Usage(
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            cost_usd=prompt * price[0] + completion * price[1],
+            calls=1,
+        )
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[str]:
         self.last_result = None
