@@ -10,6 +10,12 @@ The factory is called as ``factory(runtime, config, environ)`` and returns a :cl
 raises :class:`ClientUnavailable` saying why it cannot start (no token, SDK not installed), or
 its subclass :class:`ClientRefused` when the platform refused what it was given (a bad token).
 
+A factory may also declare ``connection_parts(character, config, environ)``: the separate
+connections one account is made of (Discord: the shards of a bot with a shard count), each a
+:class:`ConnectionPart` the host leases, starts and hands over on its own, so several processes
+share one account's connections. Its client then runs under the slot name :func:`part_slot`
+(``discord#0/4``), with the part's configuration laid over its own.
+
 Every client has a :class:`ClientState` (``/health`` shows it): a client that keeps a connection
 tracks it with a :class:`ClientStateTracker`; one that does not is taken as connected once it
 started. Clients that did not start have a state too, from the reason they were skipped
@@ -22,7 +28,7 @@ import asyncio
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 from importlib.metadata import entry_points
@@ -42,8 +48,11 @@ __all__ = [
     "ClientStateTracker",
     "ClientStatus",
     "ClientUnavailable",
+    "ConnectionPart",
+    "client_of_slot",
     "client_state",
     "discover_clients",
+    "part_slot",
     "skipped_state",
     "states_of",
 ]
@@ -60,6 +69,33 @@ NOT_HERE = "not started in this process"
 worker deployment)."""
 
 _ERROR_CHARS = 300
+
+
+@dataclass(frozen=True)
+class ConnectionPart:
+    """One of the connections an account is made of (a factory's ``connection_parts``).
+
+    ``name`` tells it apart within the account (``0/4``: shard 0 of 4); ``config`` is laid over
+    the client's configuration to start it as that part alone; ``covers`` says whether a stored
+    inbound message came through it, so a process that takes the part over settles what the
+    part's previous holder left, and only that (:class:`carrier.outbox.Platforms`)."""
+
+    name: str
+    config: Mapping[str, Any] = field(default_factory=dict)
+    covers: Callable[[Any], bool] = lambda _message: True
+
+
+PART_MARK = "#"
+
+
+def part_slot(client: str, part: str) -> str:
+    """The name a part's client runs under, beside the account's other parts: ``discord#0/4``."""
+    return f"{client}{PART_MARK}{part}"
+
+
+def client_of_slot(slot: str) -> str:
+    """The client a slot belongs to: ``discord`` for ``discord#0/4`` (and for ``discord``)."""
+    return slot.split(PART_MARK, 1)[0]
 
 
 class ClientUnavailable(CarrierError):

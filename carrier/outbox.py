@@ -68,17 +68,24 @@ _PAGE = 500
 @dataclass(frozen=True)
 class Platforms:
     """Which platforms' messages a recovery settles: those in ``only`` (None: every one), less
-    those in ``exclude``. A process settles what it serves, and only that."""
+    those in ``exclude``; and, of those, only the inbound messages ``where`` admits, when given
+    (one part of an account: the shards of a Discord bot a process took over). A process
+    settles what it serves, and only that."""
 
     only: frozenset[str] | None = None
     exclude: frozenset[str] = field(default_factory=frozenset)
+    where: Callable[[Memory], bool] | None = None
 
     @classmethod
-    def of(cls, *names: str) -> Platforms:
-        return cls(only=frozenset(names))
+    def of(cls, *names: str, where: Callable[[Memory], bool] | None = None) -> Platforms:
+        return cls(only=frozenset(names), where=where)
 
     def __contains__(self, platform: object) -> bool:
         return (self.only is None or platform in self.only) and platform not in self.exclude
+
+    def admits(self, inbound: Memory) -> bool:
+        """Whether an inbound message is one of these platforms' (and of the part, if any)."""
+        return inbound.content.source in self and (self.where is None or self.where(inbound))
 
     @property
     def empty(self) -> bool:
@@ -263,7 +270,7 @@ class Outbox:
                 kinds=[MemoryKind.MESSAGE], statuses=list(_OPEN), exclude_agent=True, before=since
             )
             for inbound in unfinished:
-                if inbound.content.source not in platforms:
+                if not platforms.admits(inbound):
                     continue
                 report.found += 1
                 replies = await self.replies_of(inbound.id)
@@ -300,13 +307,19 @@ class Outbox:
             report.waiting += 1
 
     async def redeliver(
-        self, platform: str, send: Send, *, rooms: Collection[str] | None = None
+        self,
+        platform: str,
+        send: Send,
+        *,
+        rooms: Collection[str] | None = None,
+        where: Callable[[Memory], bool] | None = None,
     ) -> int:
         """Send the fresh replies a stopped process left for ``platform`` (its client calls
         this once connected; again after a reconnect finds nothing new): oldest first, each
         message's replies through :meth:`deliver`, so each is claimed before it is sent. Only
-        rooms in ``rooms``, when given. A send that fails is recorded and logged and the next
-        message's replies still go. Returns how many replies were sent."""
+        rooms in ``rooms``, and replies to inbound messages ``where`` admits (a client that
+        serves one part of its account), when given. A send that fails is recorded and logged
+        and the next message's replies still go. Returns how many replies were sent."""
         async with self._lock:
             left = await self._all(
                 kinds=[MemoryKind.MESSAGE],
@@ -324,6 +337,8 @@ class Outbox:
             sent = 0
             for inbound_id in inbound_ids:
                 assert inbound_id is not None
+                if where is not None and not await self._inbound_admitted(inbound_id, where):
+                    continue
                 replies = [
                     r for r in await self.replies_of(inbound_id) if r.status is MemoryStatus.PENDING
                 ]
@@ -352,9 +367,15 @@ class Outbox:
                 agent_only=True,
                 before=since or self.since,
             )
-            return await self._expire(
-                [r for r in left if r.content.source in platforms and self._stale(r)]
-            )
+            stale = [r for r in left if r.content.source in platforms and self._stale(r)]
+            if platforms.where is not None:
+                stale = [
+                    r
+                    for r in stale
+                    if r.content.in_reply_to
+                    and await self._inbound_admitted(r.content.in_reply_to, platforms.where)
+                ]
+            return await self._expire(stale)
 
     async def aclose(self) -> None:
         """Stop the expiry timers (the agent stops)."""
@@ -367,6 +388,10 @@ class Outbox:
         self._expiries.clear()
 
     # -- helpers ---------------------------------------------------------------------------
+    async def _inbound_admitted(self, inbound_id: str, where: Callable[[Memory], bool]) -> bool:
+        inbound = await self.store.get_memory(inbound_id)
+        return inbound is not None and where(inbound)
+
     async def _expire(self, replies: Sequence[Memory]) -> int:
         expired = 0
         for reply in replies:

@@ -19,11 +19,12 @@ from pydantic import BaseModel, ValidationError
 
 from carrier.agents.errors import ClientConfigError
 from carrier.character.secrets import find_secret_problems
-from carrier.clients import ClientFactory
+from carrier.clients import ClientFactory, client_of_slot
 from carrier.errors import Problem
 from carrier.fleet.model import ChangeKind
 
 if TYPE_CHECKING:
+    from carrier.agents.connections import Connections
     from carrier.agents.status import Running
     from carrier.character import Character
     from carrier.fleet.base import FleetStore
@@ -46,6 +47,7 @@ class ClientConfigs:
     get: Callable[[str], Awaitable[AgentRecord]]
     character: Callable[[str], Awaitable[Character]]
     fleet: Callable[[], Awaitable[FleetStore]]
+    connections: Connections
 
     @property
     def factories(self) -> dict[str, ClientFactory]:
@@ -78,11 +80,7 @@ class ClientConfigs:
         targets = [agent_id] if agent_id is not None else list(self._running)
         for target in targets:
             running = self._running.get(target)
-            if (
-                running is not None
-                and name in running.clients
-                and await self._push_config(target, name, running)
-            ):
+            if running is not None and await self._push_config(target, name, running):
                 applied.append(target)
         return applied
 
@@ -94,18 +92,24 @@ class ClientConfigs:
         return config
 
     async def _push_config(self, agent_id: str, name: str, running: Running) -> bool:
-        client = running.clients.get(name)
-        update = getattr(client, "update_config", None)
-        if update is None:
-            return False
-        try:
-            result = update(await self.effective_client_config(agent_id, name))
-            if inspect.isawaitable(result):
-                await result
-        except Exception:
-            log.exception("client %s of agent %s refused its new configuration", name, agent_id)
-            return False
-        return True
+        """Give client ``name`` of a running agent (each of its parts running here, each with
+        its part's settings laid over) its configuration as stored now; whether one took it."""
+        took = False
+        for slot, client in list(running.clients.items()):
+            update = getattr(client, "update_config", None)
+            if client_of_slot(slot) != name or update is None:
+                continue
+            try:
+                config = await self.effective_client_config(agent_id, name)
+                part = self.connections.part(agent_id, slot)
+                result = update({**config, **part.config} if part is not None else config)
+                if inspect.isawaitable(result):
+                    await result
+            except Exception:
+                log.exception("client %s of agent %s refused its new configuration", slot, agent_id)
+                continue
+            took = True
+        return took
 
 
 def split_client_id(client_id: str) -> tuple[str | None, str]:

@@ -5,6 +5,11 @@ agent's clients. A client whose factory declares a ``connection_key`` (Discord: 
 starts only while this process holds the connection's lease (:mod:`carrier.agents.leases`);
 otherwise it is shown as running elsewhere, and started here the moment the lease is taken over.
 
+An account made of several connections (a Discord bot with a shard count: the factory's
+``connection_parts``) has a lease per part, so its shards are spread over the processes like
+separate accounts; each part's client runs under its slot name (``discord#0/4``) and a takeover
+settles only the messages that came through that part.
+
 Which turns a process settles after a stop follows what it serves (:class:`~carrier.outbox.
 Platforms`): at an agent's start, every platform but the leased ones when it serves the API and
 starts clients (one process: as before leases existed), the API's and the terminal's when it
@@ -25,11 +30,19 @@ from carrier.agents.leases import (
     Holding,
     User,
     connection_key_of,
+    connection_parts_of,
     describe_elsewhere,
     lease_name,
 )
 from carrier.agents.status import Running
-from carrier.clients import NOT_HERE, ClientFactory, ClientUnavailable
+from carrier.clients import (
+    NOT_HERE,
+    ClientFactory,
+    ClientUnavailable,
+    ConnectionPart,
+    client_of_slot,
+    part_slot,
+)
 from carrier.fleet.presence import process_id
 from carrier.outbox import Platforms
 
@@ -64,6 +77,8 @@ class Connections:
         self._options = dict(lease_options or {})
         self._leases: ConnectionLeases | None = None
         self._leases_lock = asyncio.Lock()
+        self._parts: dict[User, ConnectionPart] = {}
+        """The part each part slot of a running agent runs (``(agent id, slot)``)."""
 
     @property
     def leases(self) -> ConnectionLeases | None:
@@ -72,30 +87,55 @@ class Connections:
 
     # -- at an agent's start ----------------------------------------------------------------
     async def lease_names(self, agent_id: str, character: Any) -> dict[str, str]:
-        """The lease each client of ``character`` needs here, by client name: only clients
-        whose factory declares a key and that would connect (the key is not None), and none
-        in a process that starts no clients."""
+        """The lease each client of ``character`` needs here, by slot: only clients whose
+        factory declares a key and that would connect (the key is not None), and none in a
+        process that starts no clients. An account of several parts has a slot and a lease per
+        part (``discord#0/4``: ``conn:discord:<key>#0/4``)."""
         if not self.manager.start_clients:
             return {}
         names: dict[str, str] = {}
         for name in dict.fromkeys(str(c).lower() for c in character.clients):
-            key_of = connection_key_of(self.manager.factories.get(name))
+            factory = self.manager.factories.get(name)
+            key_of = connection_key_of(factory)
             if key_of is None:
                 continue
             try:
                 config = await self.manager.effective_client_config(agent_id, name)
                 key = key_of(character, config, self.manager.environ)
+                parts_of = connection_parts_of(factory)
+                parts = parts_of(character, config, self.manager.environ) if parts_of else None
             except Exception:  # its start reports what is wrong with it
                 log.debug("client %s of agent %s: no connection key", name, agent_id, exc_info=True)
                 continue
-            if key:
+            if not key:
+                continue
+            for part in parts or ():
+                slot = part_slot(name, part.name)
+                self._parts[(agent_id, slot)] = part
+                names[slot] = lease_name(name, f"{key}#{part.name}")
+            if not parts:
                 names[name] = lease_name(name, key)
         return names
+
+    def part(self, agent_id: str, slot: str) -> ConnectionPart | None:
+        """The part a slot of a running agent runs (None: the client is one connection)."""
+        return self._parts.get((agent_id, slot))
+
+    @staticmethod
+    def slots(character: Any, leases: Mapping[str, str]) -> list[str]:
+        """What to start for ``character``, in its clients' order: each client, or each part
+        of a client whose account is made of parts (the slots of ``leases``)."""
+        out: list[str] = []
+        for name in dict.fromkeys(str(c).lower() for c in character.clients):
+            parted = [slot for slot in leases if slot != name and client_of_slot(slot) == name]
+            out.extend(parted or [name])
+        return out
 
     def start_scope(self, character: Any, leased: Collection[str]) -> Platforms:
         """The platforms whose turns this process settles at the agent's start (see the
         module's docstring)."""
         clients = frozenset(str(c).lower() for c in character.clients)
+        leased = frozenset(client_of_slot(slot) for slot in leased)
         if not self.manager.start_clients:
             return Platforms(exclude=clients)
         if not self.manager.serves_api:
@@ -105,31 +145,42 @@ class Connections:
     async def start(
         self, agent_id: str, name: str, running: Running, lease: str | None = None
     ) -> None:
-        """Start one client of a running agent (the caller holds the agent's lock): under its
-        lease when it has one, after settling what the lease's previous holder left."""
+        """Start one client (or one part's: ``name`` is its slot) of a running agent (the
+        caller holds the agent's lock): under its lease when it has one, after settling what
+        the lease's previous holder left."""
         if not self.manager.start_clients:
             running.skipped[name] = NO_CLIENTS
             return
-        factory = self.manager.factories.get(name)
+        client_name = client_of_slot(name)
+        factory = self.manager.factories.get(client_name)
         if factory is None:
-            running.skipped[name] = f"no '{name}' client is installed in this version"
+            running.skipped[name] = f"no '{client_name}' client is installed in this version"
             return
+        part = self._parts.get((agent_id, name))
         if lease is not None:
             holding = await (await self._get_leases()).want(lease, (agent_id, name))
             if not holding.held:
                 running.skipped[name] = describe_elsewhere(holding)
                 return
+            scope = Platforms.of(client_name, where=part.covers if part else None)
             running.interrupted += await running.runtime.recover(
-                platforms=Platforms.of(name), since=holding.since
+                platforms=scope, since=holding.since
             )
-        if not await self._launch(agent_id, name, running, factory) and lease is not None:
+        if not await self._launch(agent_id, name, running, factory, part) and lease is not None:
             await self.drop(agent_id, name)
 
     async def _launch(
-        self, agent_id: str, name: str, running: Running, factory: ClientFactory
+        self,
+        agent_id: str,
+        name: str,
+        running: Running,
+        factory: ClientFactory,
+        part: ConnectionPart | None,
     ) -> bool:
         try:
-            config = await self.manager.effective_client_config(agent_id, name)
+            config = await self.manager.effective_client_config(agent_id, client_of_slot(name))
+            if part is not None:
+                config = {**config, **part.config}
             client = factory(running.runtime, config, self.manager.environ)
             await client.start()
         except ClientUnavailable as exc:
@@ -147,6 +198,7 @@ class Connections:
     async def drop(self, agent_id: str, name: str) -> None:
         """The client no longer runs here: its lease (if no other agent here uses it) is
         released at once, for another process to take."""
+        self._parts.pop((agent_id, name), None)
         if self._leases is not None:
             await self._leases.drop((agent_id, name))
 

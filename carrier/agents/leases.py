@@ -2,7 +2,9 @@
 
 A client factory may declare ``connection_key(character, config, environ) -> str | None``: a
 name for the account it connects as (Discord: a digest prefix of the bot token, never the token),
-so two agents sharing one token share one lease. In a process that starts clients, such a client
+so two agents sharing one token share one lease; and ``connection_parts`` when the account is
+made of several connections (Discord: shards), each then leased on its own as
+``conn:<platform>:<key>#<part>``. In a process that starts clients, such a client
 starts only while the process holds the fleet lease ``conn:<platform>:<key>`` (its owner is the
 process's id, :func:`carrier.fleet.presence.process_id`):
 
@@ -29,12 +31,12 @@ import contextlib
 import logging
 import math
 from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from carrier.clients import NOT_HERE
+from carrier.clients import NOT_HERE, ConnectionPart
 from carrier.errors import CarrierError
 from carrier.fleet.base import FleetStore
 from carrier.fleet.presence import WORKER_PREFIX
@@ -47,9 +49,11 @@ __all__ = [
     "TTL_S",
     "ConnectionKey",
     "ConnectionLeases",
+    "ConnectionParts",
     "Holding",
     "User",
     "connection_key_of",
+    "connection_parts_of",
     "describe_elsewhere",
     "lease_name",
 ]
@@ -78,6 +82,22 @@ class ConnectionKey(Protocol):
     def __call__(
         self, character: Any, config: Mapping[str, Any], environ: Mapping[str, str]
     ) -> str | None: ...
+
+
+class ConnectionParts(Protocol):
+    """A client factory's ``connection_parts``: the connections the account of a client of
+    ``character`` is made of, each leased on its own (Discord: the shards of a bot given a shard
+    count); None when it is one connection."""
+
+    def __call__(
+        self, character: Any, config: Mapping[str, Any], environ: Mapping[str, str]
+    ) -> Sequence[ConnectionPart] | None: ...
+
+
+def connection_parts_of(factory: object) -> ConnectionParts | None:
+    """The factory's ``connection_parts`` when it declares one."""
+    parts = getattr(factory, "connection_parts", None)
+    return parts if callable(parts) else None
 
 
 def connection_key_of(factory: object) -> ConnectionKey | None:

@@ -39,7 +39,7 @@ from carrier.audit.base import AuditLog, audit_from
 from carrier.audit.context import current_actor
 from carrier.audit.model import AuditKind
 from carrier.character import Character, character_data, parse_character
-from carrier.clients import Client, ClientFactory, discover_clients
+from carrier.clients import Client, ClientFactory, client_of_slot, discover_clients
 from carrier.errors import UserError
 from carrier.fleet.base import UNCHANGED, FleetStore
 from carrier.fleet.model import Desired, DesiredState, Revision, RevisionSource
@@ -369,8 +369,8 @@ class AgentManager(ClientConfigs, History):
                 self._running[agent_id] = running
                 # Debug: the caller reports it once (carrier run prints it, the API route logs it)
                 log.debug("%s (%s): %s", character.name, agent_id, choice.description)
-                for name in dict.fromkeys(str(c).lower() for c in character.clients):
-                    await self.connections.start(agent_id, name, running, leases.get(name))
+                for slot in self.connections.slots(character, leases):
+                    await self.connections.start(agent_id, slot, running, leases.get(slot))
                 await self.audit.record(
                     AuditKind.AGENT_START,
                     actor=current_actor(),
@@ -432,9 +432,15 @@ class AgentManager(ClientConfigs, History):
         return list(self._running)
 
     def client(self, agent_id: str, name: str) -> Client | None:
-        """A started client of a running agent, by name."""
+        """A started client of a running agent, by name (or slot); of a client whose account
+        is made of parts, the first part running here."""
         running = self._running.get(agent_id)
-        return running.clients.get(name) if running is not None else None
+        if running is None:
+            return None
+        if name in running.clients:
+            return running.clients[name]
+        parts = [c for slot, c in running.clients.items() if client_of_slot(slot) == name]
+        return parts[0] if parts else None
 
     async def close(self) -> None:
         """Stop every agent running here (their desired states stay: a restart runs them again),
@@ -501,5 +507,5 @@ class AgentManager(ClientConfigs, History):
         running.runtime.character = character
         running.revision = revision
         await self._swap_model(running, character)
-        for name in running.clients:
+        for name in dict.fromkeys(client_of_slot(slot) for slot in running.clients):
             await self._push_config(agent_id, name, running)

@@ -18,6 +18,7 @@ from carrier.clients import ClientRefused, ClientUnavailable
 from carrier.errors import ConfigError
 from clients.discord.config import DiscordConfig, DiscordPolicy, parse_config
 from clients.discord.errors import INSTALL, NO_TOKEN
+from clients.discord.shards import connection_parts
 from clients.discord.split import split_message
 
 if TYPE_CHECKING:
@@ -27,6 +28,7 @@ __all__ = [
     "DiscordConfig",
     "DiscordPolicy",
     "connection_key",
+    "connection_parts",
     "create_client",
     "parse_config",
     "split_message",
@@ -78,12 +80,22 @@ def connection_key(
 ) -> str | None:
     """The account a client of ``character`` connects as: a digest of its bot token (never the
     token), so one live connection per token across processes (:mod:`carrier.agents.leases`);
-    None without a token."""
+    None without a token. Shards given by hand (``shardIds``) are part of it: another process
+    may run the bot's other shards. (A shard count without ``shardIds`` makes a part per shard:
+    :mod:`clients.discord.shards`.)"""
     token = character.resolve_secret("DISCORD_API_TOKEN", environ)
-    return hashlib.sha256(token.encode("utf-8")).hexdigest()[:24] if token else None
+    if not token:
+        return None
+    key = hashlib.sha256(token.encode("utf-8")).hexdigest()[:24]
+    sharding = parse_config(config).sharding
+    if sharding is not None and len(sharding[0]) < sharding[1]:
+        # Some shards only (``shardIds`` set by hand): another process may run the others.
+        key += f"#{','.join(map(str, sharding[0]))}/{sharding[1]}"
+    return key
 
 
 create_client.connection_key = connection_key  # type: ignore[attr-defined]
+create_client.connection_parts = connection_parts  # type: ignore[attr-defined]
 
 
 async def sync_commands(token: str, guild_id: int | str | None = None) -> list[str]:

@@ -43,6 +43,7 @@ from clients.discord.policy import BotLoopGuard, Facts, RateLimiter, Verdict, ga
 from clients.discord.reactions import store_reaction
 from clients.discord.reconnect import Reconnector
 from clients.discord.sender import Typing, send_parts, send_reply
+from clients.discord.shards import within_shards
 
 __all__ = ["ClientStats", "DiscordClient"]
 
@@ -217,8 +218,9 @@ class DiscordClient(Client):
         """Apply a new ``clientConfig.discord`` without restarting (raises ConfigError when
         invalid). Shards and intents are connection settings: they apply at the next start."""
         config = new if isinstance(new, DiscordConfig) else parse_config(new)
-        if (config.shards, config.members_intent, config.reconnect) != (
+        if (config.shards, config.shard_ids, config.members_intent, config.reconnect) != (
             self.config.shards,
+            self.config.shard_ids,
             self.config.members_intent,
             self.config.reconnect,
         ):
@@ -274,7 +276,15 @@ class DiscordClient(Client):
 
     async def _redeliver(self) -> None:
         try:
-            sent = await self.runtime.outbox.redeliver(PLATFORM, self._send_left)
+            # A client running some shards of its bot sends what was left in those shards'
+            # guilds only: the others' are their holders' to send.
+            sharding = self.config.sharding
+            where = (
+                within_shards(*sharding)
+                if sharding is not None and len(sharding[0]) < sharding[1]
+                else None
+            )
+            sent = await self.runtime.outbox.redeliver(PLATFORM, self._send_left, where=where)
         except Exception:
             self.stats.errors += 1
             log.exception("discord: sending the replies left by a previous stop failed")

@@ -20,7 +20,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 from carrier.errors import ConfigError
@@ -177,6 +185,10 @@ class DiscordConfig(DiscordPolicy):
 
     shards: Literal["auto"] | int | None = None
     """``auto`` (Discord's recommendation) or a shard count; unset runs one unsharded connection."""
+    shard_ids: list[int] | None = None
+    """Run only these shards of ``shards`` (a count). Carrier sets it for each connection when
+    several processes share a sharded bot (each shard is leased on its own); set by hand, it
+    splits a bot across hosts statically."""
     members_intent: bool = False
     """Ask for the privileged Server Members intent (not needed for answering messages)."""
     guilds: dict[str, DiscordPolicy] = Field(default_factory=dict)
@@ -192,6 +204,29 @@ class DiscordConfig(DiscordPolicy):
         if isinstance(value, int) and not isinstance(value, bool) and value < 1:
             raise ValueError("expected 'auto' or a shard count of at least 1")
         return value
+
+    @model_validator(mode="after")
+    def _shard_ids(self) -> DiscordConfig:
+        if self.shard_ids is None:
+            return self
+        if not isinstance(self.shards, int):
+            raise ValueError("shardIds needs shards set to a count (e.g. shards: 4)")
+        wrong = [i for i in self.shard_ids if not 0 <= i < self.shards]
+        if wrong or not self.shard_ids:
+            raise ValueError(
+                f"shardIds must name shards of 0..{self.shards - 1}"
+                + (f"; {wrong} is not one" if wrong else "")
+            )
+        self.shard_ids = sorted(set(self.shard_ids))
+        return self
+
+    @property
+    def sharding(self) -> tuple[list[int], int] | None:
+        """The shards this connection runs and their count, when it runs a fixed set of a
+        known count (None: unsharded, or ``auto``)."""
+        if not isinstance(self.shards, int):
+            return None
+        return (self.shard_ids or list(range(self.shards)), self.shards)
 
     @field_validator("guilds", mode="before")
     @classmethod

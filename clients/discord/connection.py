@@ -37,7 +37,7 @@ def build_intents(config: DiscordConfig) -> discord.Intents:
 
 def build_bot(config: DiscordConfig, options: Mapping[str, Any]) -> discord.Client:
     """A ``discord.Client``, or an ``AutoShardedClient`` when ``shards`` is set (``auto`` lets
-    Discord recommend the count). discord.py resumes dropped connections; the client's
+    Discord recommend the count; ``shardIds`` runs only those shards of the count). discord.py resumes dropped connections; the client's
     :class:`~clients.discord.reconnect.Reconnector` keeps it connected around that."""
     kwargs: dict[str, Any] = {
         "intents": build_intents(config),
@@ -50,6 +50,10 @@ def build_bot(config: DiscordConfig, options: Mapping[str, Any]) -> discord.Clie
             setattr(discord.VoiceClient, flag, False)
     if config.shards is None:
         return discord.Client(**kwargs)
+    sharding = config.sharding
+    if sharding is not None and config.shard_ids is not None:
+        # Some shards of a count: the others run elsewhere.
+        return discord.AutoShardedClient(shard_ids=sharding[0], shard_count=sharding[1], **kwargs)
     shard_count = None if config.shards == "auto" else config.shards
     return discord.AutoShardedClient(shard_count=shard_count, **kwargs)
 
