@@ -9,6 +9,12 @@ agent (an empty memory), so levels compare fairly.
 
     .venv/bin/python bench/api.py                       # 1, 16 and 64 clients
     .venv/bin/python bench/api.py --clients 1 8 --requests 300
+    .venv/bin/python bench/api.py --no-series           # without the time series, to compare
+
+The server records the time series (carrier.series: an on_turn_end hook, flushed every 5 s)
+and applies the budgets' check before every model call, as ``carrier serve`` does, unless
+``--no-series``; with them, each level ends with the time ``GET /metrics/series`` takes (an
+hour of minutes of four series, the chart the console draws most) while nothing else runs.
 """
 
 from __future__ import annotations
@@ -42,7 +48,9 @@ CHARACTER = {
 }
 
 
-async def serve(data_dir: Path, port: int, latency: float, real_embedder: bool) -> None:
+async def serve(
+    data_dir: Path, port: int, latency: float, real_embedder: bool, series: bool
+) -> None:
     """The child process: the API for one store, until killed."""
     from carrier.agents import AgentManager
     from carrier.api import ApiSettings
@@ -52,6 +60,7 @@ async def serve(data_dir: Path, port: int, latency: float, real_embedder: bool) 
     from carrier.memory.embedder import Embedder
     from carrier.memory.fake import HashEmbedder
     from carrier.memory.sqlite import SQLiteStore
+    from carrier.series import open_host_series
     from carrier.settings import load_settings
 
     async def answer(request: ModelRequest) -> str:
@@ -86,10 +95,13 @@ async def serve(data_dir: Path, port: int, latency: float, real_embedder: bool) 
             model_factory=lambda character: model,
             client_factories={},
         )
+        host = await open_host_series(settings, manager) if series else None
         try:
             await serve_api(manager, settings, host="127.0.0.1", port=port, api_settings=limits)
         finally:
             await manager.close()
+            if host is not None:
+                await host.aclose()
 
 
 def free_port() -> int:
@@ -154,12 +166,30 @@ async def run_level(url: str, agent_id: str, clients: int, total: int) -> dict[s
     }
 
 
+async def time_series_reads(url: str, agent_id: str, reads: int = 20) -> float:
+    """The median time of ``GET /metrics/series`` (an hour of minutes, four series), in ms."""
+    params = {
+        "name": ["turns", "cost_usd", "latency.generate", "latency.turn"],
+        "agent_id": agent_id,
+    }
+    took = []
+    async with httpx.AsyncClient(
+        base_url=url, headers={"Authorization": f"Bearer {ADMIN}"}, timeout=60
+    ) as http:
+        for _ in range(reads):
+            started = time.perf_counter()
+            (await http.get("/metrics/series", params=params)).raise_for_status()
+            took.append(time.perf_counter() - started)
+    return statistics.median(took) * 1000
+
+
 async def main(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="carrier-bench-api-") as tmp:
         port = free_port()
         child = [sys.executable, __file__, "--serve", tmp, "--port", str(port)]
         child += ["--model-latency", str(args.model_latency)]
         child += ["--real-embedder"] if args.real_embedder else []
+        child += ["--no-series"] if args.no_series else []
         server = await asyncio.create_subprocess_exec(*child)
         url = f"http://127.0.0.1:{port}"
         try:
@@ -168,7 +198,8 @@ async def main(args: argparse.Namespace) -> None:
             embedder = "all-MiniLM-L6-v2" if args.real_embedder else "hash embedder"
             print(
                 f"POST /{{agent_id}}/message, real uvicorn on loopback, SQLite, {embedder}, "
-                f"fake model ({args.model_latency * 1000:.0f} ms)"
+                f"fake model ({args.model_latency * 1000:.0f} ms), "
+                f"time series {'off' if args.no_series else 'on'}"
             )
             print(
                 f"{'clients':>8} {'requests':>9} {'errors':>7} {'req/s':>8} {'p50 ms':>8} {'p95 ms':>8}"
@@ -177,9 +208,14 @@ async def main(args: argparse.Namespace) -> None:
                 # A fresh agent per level: every level starts from an empty memory.
                 agent_id = await new_agent(url, f"level {clients}")
                 r = await run_level(url, agent_id, clients, max(args.requests, clients * 4))
+                read = (
+                    ""
+                    if args.no_series
+                    else f"  series read {await time_series_reads(url, agent_id):.1f} ms"
+                )
                 print(
                     f"{r['clients']:>8.0f} {r['requests']:>9.0f} {r['errors']:>7.0f} "
-                    f"{r['rps']:>8.1f} {r['p50']:>8.1f} {r['p95']:>8.1f}"
+                    f"{r['rps']:>8.1f} {r['p50']:>8.1f} {r['p95']:>8.1f}{read}"
                 )
         finally:
             server.terminate()
@@ -192,13 +228,22 @@ if __name__ == "__main__":
     parser.add_argument("--requests", type=int, default=400, help="requests per level")
     parser.add_argument("--model-latency", type=float, default=0.0)
     parser.add_argument("--real-embedder", action="store_true")
+    parser.add_argument(
+        "--no-series", action="store_true", help="serve without the time series and budgets"
+    )
     parser.add_argument("--serve", metavar="DATA_DIR", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     parsed = parser.parse_args()
     if parsed.serve:
         with contextlib.suppress(KeyboardInterrupt):
             asyncio.run(
-                serve(Path(parsed.serve), parsed.port, parsed.model_latency, parsed.real_embedder)
+                serve(
+                    Path(parsed.serve),
+                    parsed.port,
+                    parsed.model_latency,
+                    parsed.real_embedder,
+                    not parsed.no_series,
+                )
             )
     else:
         asyncio.run(main(parsed))

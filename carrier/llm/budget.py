@@ -28,6 +28,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Protocol
 
@@ -189,49 +190,61 @@ class Budgets:
         self.global_ = global_
         self._pause = pause
         self._notice = notice
-        self._noticed: set[tuple[str, str, str, float]] = set()
+        self._noticed: set[tuple[str, str, str, float, str]] = set()
+        self._pausing: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
 
     def check(self, agent_id: str, budget: Budget | None) -> Exceeded | None:
         """The budget of ``agent_id`` (its own or the global one) that is spent, with the
-        stricter policy when both are; None while neither is. No I/O."""
+        stricter policy when both are, and its policy's effect on the host (said once, the
+        agent paused); None while neither is. No I/O."""
+        worst = self.status(agent_id, budget)
+        if worst is not None:
+            self._act(agent_id, worst)
+        return worst
+
+    def status(self, agent_id: str | None, budget: Budget | None) -> Exceeded | None:
+        """What :meth:`check` finds, without acting on it (the overview); ``agent_id`` None
+        checks the global budget only."""
         found = [
             e
             for e in (
-                _over(budget, self.spend.spent(agent_id), "agent"),
+                _over(budget, self.spend.spent(agent_id), "agent") if agent_id else None,
                 _over(self.global_, self.spend.spent(None), "global"),
             )
             if e is not None
         ]
-        if not found:
-            return None
-        worst = max(found, key=lambda e: e.policy.severity)
-        self._act(agent_id, worst)
-        return worst
+        return max(found, key=lambda e: e.policy.severity) if found else None
 
     def _act(self, agent_id: str, exceeded: Exceeded) -> None:
-        """Say it once per agent, budget and limit; pause the agent (in the background: the
-        turn that found it out still runs, and a stop waits for it)."""
-        key = (agent_id, exceeded.scope, exceeded.period, exceeded.limit_usd)
-        if key in self._noticed:
-            return
-        self._noticed.add(key)
-        log.warning("agent %s: %s", agent_id, exceeded.reason)
-        if self._notice is not None:
-            self._spawn(self._notice(agent_id, exceeded))
-        if exceeded.policy is Policy.PAUSE and self._pause is not None:
-            self._spawn(self._pause(agent_id, exceeded.reason))
+        """Say it once per agent, budget, limit and period (today, this month); pause the agent
+        whenever it runs past a pausing budget (restarted by hand while still over, it is
+        paused again at its next call). The pause runs in the background: the turn that found
+        it out still runs, and a stop waits for it."""
+        now = datetime.now(UTC)
+        when = now.strftime("%Y-%m-%d" if exceeded.period == "day" else "%Y-%m")
+        key = (agent_id, exceeded.scope, exceeded.period, exceeded.limit_usd, when)
+        if key not in self._noticed:
+            self._noticed.add(key)
+            log.warning("agent %s: %s", agent_id, exceeded.reason)
+            if self._notice is not None:
+                self._spawn(self._notice(agent_id, exceeded))
+        if (
+            exceeded.policy is Policy.PAUSE
+            and self._pause is not None
+            and agent_id not in self._pausing
+        ):
+            self._pausing.add(agent_id)
+            self._spawn(self._pause(agent_id, exceeded.reason), done=agent_id)
 
-    def rearm(self) -> None:
-        """Forget what was said (a new day, a budget raised): checked again from the next call."""
-        self._noticed.clear()
-
-    def _spawn(self, work: Awaitable[None]) -> None:
+    def _spawn(self, work: Awaitable[None], *, done: str | None = None) -> None:
         async def run() -> None:
             try:
                 await work
             except Exception:
                 log.exception("budget policy action failed")
+            finally:
+                self._pausing.discard(done or "")
 
         task = asyncio.get_running_loop().create_task(run())
         self._tasks.add(task)
