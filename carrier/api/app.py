@@ -33,6 +33,7 @@ from carrier.api.routes import (
     messages,
     revisions,
     rooms,
+    series,
     tokens,
     tools,
 )
@@ -60,6 +61,7 @@ ROUTERS: list[APIRouter] = [
     console_router,
     jobs_routes.router,
     audit.router,
+    series.router,
 ]
 """The built-in route groups, in the order they are mounted."""
 
