@@ -36,6 +36,7 @@ from carrier.api.routes import (
     series,
     tokens,
     tools,
+    webhooks,
 )
 from carrier.api.routes import jobs as jobs_routes
 from carrier.api.settings import ApiSettings, load_api_settings
@@ -62,6 +63,7 @@ ROUTERS: list[APIRouter] = [
     jobs_routes.router,
     audit.router,
     series.router,
+    webhooks.router,
 ]
 """The built-in route groups, in the order they are mounted."""
 
