@@ -75,6 +75,13 @@ class Evaluator:
     validate: Validator = _always
     always_run: bool = False
     """Run even when the agent did not answer."""
+    background: bool = False
+    """May run after the turn, on the agent's background queue (:mod:`carrier.background`):
+    the reply, the message's status and the room are not held by it, its model calls have their
+    own deadline, and a room's waiting runs are coalesced into one (or dropped when the queue
+    is full). Only for an evaluator that does not change the turn and that works out what is
+    due from the store (a watermark), so that a run dropped or cut by a crash is caught up by
+    the next one. Off by default: an evaluator written for the turn sees the turn as before."""
 
 
 @dataclass

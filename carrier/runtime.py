@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from carrier.background import BackgroundWork
 from carrier.builtin.actions import builtin_actions
 from carrier.builtin.evaluators import FactExtractor
 from carrier.builtin.memory_actions import memory_plugin
@@ -104,6 +105,8 @@ class AgentRuntime:
         summary_threshold: int = 20,
         memory_tools: bool = False,
         reply_recovery_s: float = RECOVERY_SECONDS,
+        background_workers: int = 2,
+        background_backlog: int = 64,
     ) -> None:
         self.character = character
         self.agent_id: str = character.agent_id
@@ -155,6 +158,13 @@ class AgentRuntime:
             ActionManager(),
         ]
         self.closer = EvaluatorStage()
+        self.background = BackgroundWork(
+            name=f"agent {self.character.name}",
+            workers=background_workers,
+            backlog=background_backlog,
+            deadline_s=model.deadline,  # as long as a turn's, counted from the job's start
+        )
+        """Evaluators that run after the turn (:mod:`carrier.background`)."""
         self._rooms: dict[str, _RoomSlot] = {}
         self._search_ready: asyncio.Task[None] | None = None
 
@@ -219,7 +229,15 @@ class AgentRuntime:
                 exc_info=True,
             )
 
+    async def settled(self) -> None:
+        """Return once the background work the turns so far queued (fact extraction,
+        summaries) is done: what tests and a graceful stop wait on, rather than sleeping."""
+        await self.background.join()
+
     async def stop(self) -> None:
+        # Background work first, while the store and the model are still there: a short drain,
+        # then the rest is cancelled (the next turn in its room catches up on it).
+        await self.background.close()
         if self._search_ready is not None:
             self._search_ready.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -1,7 +1,8 @@
 """Long-term conversation memory: a room's older turns compacted into stored summaries.
 
 A prompt holds a room's last ``window`` messages. Once ``threshold`` messages have fallen out of
-that window without being summarized, the summarizer (an evaluator, after the turn) asks the model
+that window without being summarized, the summarizer (an evaluator, on the agent's background
+queue after the turn: :mod:`carrier.background`) asks the model
 (``purpose="summary"``) to summarize them, oldest first in chunks of at most ``max_batch``, and
 stores each summary as a ``summary`` memory of the room, embedded, so the state composer recalls
 it by meaning like any other memory. The room's latest summaries also go into every prompt
@@ -110,6 +111,7 @@ class ConversationSummarizer:
             handler=self.run,
             validate=self.due,
             always_run=True,  # ignored group traffic is conversation too
+            background=True,  # the newest summary is the watermark: a lost run is caught up
         )
 
     def as_provider(self) -> ContextProvider:
@@ -172,8 +174,8 @@ class ConversationSummarizer:
         if turn.room is None:
             return False
         rt = turn.runtime
-        # The provider read the latest summaries earlier in this turn; under the room's lock no
-        # summary was stored since (and an older watermark only makes run() look again).
+        # The provider read the latest summaries earlier in this turn; a summary stored since
+        # (by an earlier background run) only makes an older watermark, and run() looks again.
         mark = await self.watermark(
             rt.store, agent_id=rt.agent_id, room_id=turn.room.id, latest=turn.memo.get(_LATEST)
         )

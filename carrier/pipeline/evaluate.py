@@ -2,20 +2,37 @@
 evaluators, and close the inbound message (processed, ignored or failed), or, when it has
 replies, leave it ``pending`` until the client has delivered them (:mod:`carrier.outbox`). It
 runs for every turn, also one that ended early, so every stored message reaches a final status;
-the runtime then runs the ``on_turn_end`` hooks."""
+the runtime then runs the ``on_turn_end`` hooks.
+
+Evaluators marked ``background`` (fact extraction, summaries) are not run here: they are queued
+on the agent's background work (:mod:`carrier.background`) once the message's status is set, so
+their model calls hold neither the reply nor the room."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 
 from carrier.errors import ProviderError
 from carrier.outbox import reply_id
 from carrier.pipeline.base import Turn
+from carrier.plugins import Evaluator
 from carrier.types import Memory, MemoryKind, MemoryStatus, stable_id
 
 __all__ = ["EvaluatorStage"]
 
 log = logging.getLogger(__name__)
+
+
+def _job(evaluator: Evaluator, turn: Turn) -> Callable[[], Awaitable[None]]:
+    """The evaluator as a background job: whether it is due is asked when it runs (it reads the
+    store then, with whatever arrived since), and its failures are the queue's to log."""
+
+    async def run() -> None:
+        if await evaluator.validate(turn):
+            await evaluator.handler(turn)
+
+    return run
 
 
 class EvaluatorStage:
@@ -28,8 +45,12 @@ class EvaluatorStage:
             turn.replies = await self._store_replies(turn)
 
         ran: list[str] = []
+        later: list[Evaluator] = []
         for evaluator in list(rt.registry.evaluators.values()):
             if turn.ended and not evaluator.always_run:
+                continue
+            if evaluator.background:
+                later.append(evaluator)
                 continue
             try:
                 if await evaluator.validate(turn):
@@ -57,9 +78,12 @@ class EvaluatorStage:
             turn.inbound.id, stored, error=error, expect=[MemoryStatus.RECEIVED]
         ):
             turn.inbound.status = stored
+        for evaluator in later:
+            rt.background.submit((evaluator.name, turn.room.id), _job(evaluator, turn))
         turn.trace["evaluate"] = {
             "replies": [m.id for m in turn.replies],
             "evaluators": ran,
+            "queued": [e.name for e in later],
             "status": status.value,
             "ended": turn.ended,
         }

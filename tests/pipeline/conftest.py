@@ -106,15 +106,24 @@ async def store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
 
 
 @pytest.fixture
-def make_runtime(character: Character, store: SQLiteStore) -> Callable[..., AgentRuntime]:
+async def make_runtime(
+    character: Character, store: SQLiteStore
+) -> AsyncIterator[Callable[..., AgentRuntime]]:
+    made: list[AgentRuntime] = []
+
     def make(model: ModelProvider, **kw: Any) -> AgentRuntime:
         kw.setdefault("seed", 7)
-        return AgentRuntime(
+        runtime = AgentRuntime(
             character=kw.pop("character", character),
             store=store,
             embedder=HashEmbedder(),
             model=model,
             **kw,
         )
+        made.append(runtime)
+        return runtime
 
-    return make
+    yield make
+    # Background work (facts, summaries) ends before the store closes.
+    for runtime in made:
+        await runtime.background.close(grace=0)

@@ -171,6 +171,7 @@ async def test_fact_extraction_stores_facts_once(make_runtime, store) -> None:
     runtime = make_runtime(FunctionModel(fn), fact_interval=2)
     for text in ("hi", "I am making a roguelike", "it has pixel art", "and a dog"):
         await runtime.handle(dm(text))
+        await runtime.settled()
     facts = await store.get_memories(agent_id=runtime.agent_id, kinds=[MemoryKind.FACT])
     assert [f.content.text for f in facts] == [
         "Ana works on a roguelike"

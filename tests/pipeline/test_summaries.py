@@ -11,7 +11,8 @@ from carrier.llm.offline import OfflineProvider
 from carrier.memory.fake import HashEmbedder
 from carrier.memory.rights import entity_id_for, forget_entity
 from carrier.prompt_data import format_memories
-from carrier.types import Content, Memory, MemoryKind
+from carrier.runtime import AgentRuntime, TurnResult
+from carrier.types import Content, Memory, MemoryKind, Message
 from carrier.untrusted import SpeakerLabels
 from tests.pipeline.conftest import data_text, dm, group, said, section, system_text, xml
 
@@ -26,6 +27,13 @@ def summarize(prompt: str) -> str:
     lines = messages_in(prompt)
     kept = [f"{who} said: {text}" for who, text in lines if "named" in text]
     return " ".join(kept) or f"{len(lines)} messages of chat about sprites and tilesets."
+
+
+async def turn(runtime: AgentRuntime, message: Message) -> TurnResult:
+    """One turn, and the background work it queued (the summaries) done."""
+    result = await runtime.handle(message)
+    await runtime.settled()
+    return result
 
 
 def model_for(answer: str = "Noted.") -> FunctionModel:
@@ -53,11 +61,11 @@ async def summaries_of(store, agent_id: str, room_id: str | None = None) -> list
 async def test_summary_recalls_a_fact_from_200_messages_ago(make_runtime, store) -> None:
     model = model_for()
     runtime = make_runtime(model)  # 20 recent messages in the prompt, a summary every 20 beyond
-    first = await runtime.handle(dm("By the way, my first dog was named Biscuit."))
+    first = await turn(runtime, dm("By the way, my first dog was named Biscuit."))
     for i in range(200):
-        await runtime.handle(dm(f"Message {i} about sprites and tilesets."))
+        await turn(runtime, dm(f"Message {i} about sprites and tilesets."))
 
-    result = await runtime.handle(dm("Do you remember what my first dog was named?"))
+    result = await turn(runtime, dm("Do you remember what my first dog was named?"))
 
     room_id = (await store.get_memory(result.inbound_id)).room_id
     newer = await store.get_memories(
@@ -82,11 +90,11 @@ async def test_summaries_never_cover_a_message_twice(make_runtime, store) -> Non
     model = model_for()
     runtime = make_runtime(model, recent_messages=6, summary_threshold=5)
     for i in range(40):
-        await runtime.handle(dm(f"line {i}"))
+        await turn(runtime, dm(f"line {i}"))
     # A new runtime on the same store (a restart) takes up where the summaries end.
     again = make_runtime(model, recent_messages=6, summary_threshold=5)
     for i in range(40, 60):
-        await again.handle(dm(f"line {i}"))
+        await turn(again, dm(f"line {i}"))
 
     summaries = await summaries_of(store, runtime.agent_id)
     covered = Counter(i for s in summaries for i in s.content.metadata["covers"])
@@ -109,12 +117,12 @@ async def test_summaries_never_cover_a_message_twice(make_runtime, store) -> Non
 async def test_latest_summaries_are_shown_in_the_prompt(make_runtime, store) -> None:
     model = model_for()
     runtime = make_runtime(model, recent_messages=4, summary_threshold=4)
-    await runtime.handle(dm("My cat is named Miso."))
+    await turn(runtime, dm("My cat is named Miso."))
     for i in range(9):
-        await runtime.handle(dm(f"chat {i}"))
+        await turn(runtime, dm(f"chat {i}"))
     summaries = await summaries_of(store, runtime.agent_id)
     assert summaries
-    await runtime.handle(dm("zzz"))
+    await turn(runtime, dm("zzz"))
     prompt = response_prompts(model)[-1]
     shown = section(prompt, "summaries")
     assert summaries[0].content.text in shown
@@ -125,7 +133,7 @@ async def test_a_turn_reads_the_latest_summaries_once(make_runtime, store, monke
     model = model_for()
     runtime = make_runtime(model, recent_messages=4, summary_threshold=4)
     for i in range(12):
-        await runtime.handle(dm(f"chat {i}"))
+        await turn(runtime, dm(f"chat {i}"))
     assert await summaries_of(store, runtime.agent_id)
     reads = []
     get_memories = store.get_memories
@@ -136,21 +144,21 @@ async def test_a_turn_reads_the_latest_summaries_once(make_runtime, store, monke
         return await get_memories(**kwargs)
 
     monkeypatch.setattr(store, "get_memories", counted)
-    result = await runtime.handle(dm("one more"))
+    result = await turn(runtime, dm("one more"))
     # The provider's read serves the evaluator's due check; none of it was due yet.
     assert reads == [2] and "summaries" not in result.trace
     # An ignored turn has no provider: the due check reads for itself.
     reads.clear()
-    await runtime.handle(group("group chatter nobody asked about"))
+    await turn(runtime, group("group chatter nobody asked about"))
     assert reads == [1]
 
 
 async def test_summary_prompt_carries_the_previous_summary(make_runtime) -> None:
     model = model_for()
     runtime = make_runtime(model, recent_messages=2, summary_threshold=3)
-    await runtime.handle(dm("My bike is named Rocket."))
+    await turn(runtime, dm("My bike is named Rocket."))
     for i in range(6):
-        await runtime.handle(dm(f"chat {i}"))
+        await turn(runtime, dm(f"chat {i}"))
     prompts = [data_text(r) for r in model.requests if r.purpose == "summary"]
     assert len(prompts) >= 2
     assert section(prompts[0], "previous_summary") == "(none)"
@@ -167,7 +175,7 @@ async def test_summaries_in_group_rooms_include_ignored_traffic(make_runtime, st
 
     runtime = make_runtime(FunctionModel(fn), recent_messages=3, summary_threshold=3)
     for i in range(8):
-        await runtime.handle(group(f"chatter {i}", user="bob" if i % 2 else "cy"))
+        await turn(runtime, group(f"chatter {i}", user="bob" if i % 2 else "cy"))
     [summary] = await summaries_of(store, runtime.agent_id)
     assert summary.content.metadata["messages"] == 3  # due at the 6th message
     bob = entity_id_for(runtime.agent_id, "test", "bob")
@@ -180,7 +188,7 @@ async def test_summary_offline_is_extractive(make_runtime, character, store) -> 
     offline = OfflineProvider(agent_name="Harbor", examples=[("hi", "Ahoy!")], embedder=embedder)
     runtime = make_runtime(offline, recent_messages=2, summary_threshold=2)
     for text in ("I build boats.", "Mostly small ones.", "Wooden.", "ok"):
-        await runtime.handle(dm(text))
+        await turn(runtime, dm(text))
     oldest = (await summaries_of(store, runtime.agent_id))[-1]
     assert oldest.content.text.startswith("Ana: I build boats.")
 
@@ -194,10 +202,10 @@ async def test_empty_summary_is_not_stored_and_tried_again(make_runtime, store) 
         return "[]" if request.purpose == "facts" else xml("ok")
 
     runtime = make_runtime(FunctionModel(fn), recent_messages=2, summary_threshold=2)
-    await runtime.handle(dm("one"))
-    await runtime.handle(dm("two"))  # 4 messages, 2 beyond the window: due, but empty answer
+    await turn(runtime, dm("one"))
+    await turn(runtime, dm("two"))  # 4 messages, 2 beyond the window: due, but empty answer
     assert await summaries_of(store, runtime.agent_id) == []
-    await runtime.handle(dm("three"))
+    await turn(runtime, dm("three"))
     [summary] = await summaries_of(store, runtime.agent_id)
     assert summary.content.text == "Ana talked about boats."
     assert summary.content.metadata["messages"] == 4
@@ -207,7 +215,7 @@ async def test_summaries_off_with_threshold_zero(make_runtime, store) -> None:
     model = model_for()
     runtime = make_runtime(model, recent_messages=2, summary_threshold=0)
     for i in range(10):
-        await runtime.handle(dm(f"chat {i}"))
+        await turn(runtime, dm(f"chat {i}"))
     assert await summaries_of(store, runtime.agent_id) == []
     assert "conversation_summary" not in runtime.registry.evaluators
 
@@ -216,11 +224,11 @@ async def test_forget_drops_summaries_and_the_rest_is_summarized_again(make_runt
     model = model_for()
     runtime = make_runtime(model, recent_messages=2, summary_threshold=4)
     for i in range(3):
-        await runtime.handle(
-            group(f"Bob here, my boat is named Wave{i}", user="bob", mentions_agent=True)
+        await turn(
+            runtime, group(f"Bob here, my boat is named Wave{i}", user="bob", mentions_agent=True)
         )
-        await runtime.handle(
-            group(f"Cy here, my kite is named Sky{i}", user="cy", mentions_agent=True)
+        await turn(
+            runtime, group(f"Cy here, my kite is named Sky{i}", user="cy", mentions_agent=True)
         )
     before = await summaries_of(store, runtime.agent_id)
     assert before and all("Wave" in s.content.text for s in before)
@@ -231,7 +239,7 @@ async def test_forget_drops_summaries_and_the_rest_is_summarized_again(make_runt
     assert await summaries_of(store, runtime.agent_id) == []
 
     for i in range(3):
-        await runtime.handle(group(f"Cy again {i}", user="cy", mentions_agent=True))
+        await turn(runtime, group(f"Cy again {i}", user="cy", mentions_agent=True))
     after = await summaries_of(store, runtime.agent_id)
     assert after and not any("Wave" in s.content.text for s in after)
     assert any("Sky0" in s.content.text for s in after)

@@ -1,0 +1,241 @@
+"""Evaluators after the turn: fact extraction and summaries on the agent's background queue, which
+hold neither the reply nor the message's status, are bounded and coalesced, and are caught up
+after a crash from the store's watermarks."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import pytest
+
+from carrier.background import BackgroundWork
+from carrier.builtin.evaluators import mark_key
+from carrier.errors import ProviderError
+from carrier.llm.base import ModelRequest
+from carrier.llm.deadline import Deadline, current_deadline
+from carrier.llm.fake import FunctionModel
+from carrier.types import MemoryKind, MemoryStatus
+from tests.pipeline.conftest import data_text, dm, xml
+
+FACT = '[{"claim": "Ana keeps bees", "about": "Ana", "type": "fact"}]'
+
+
+class Gate:
+    """Holds the model's fact calls until released (and says when one is waiting)."""
+
+    def __init__(self) -> None:
+        self.asked = asyncio.Event()
+        self.open = asyncio.Event()
+
+    async def facts(self) -> str:
+        self.asked.set()
+        await self.open.wait()
+        return FACT
+
+
+def gated_model(gate: Gate) -> FunctionModel:
+    async def fn(request: ModelRequest) -> str:
+        if request.purpose == "facts":
+            return await gate.facts()
+        return xml("Lovely.")
+
+    return FunctionModel(fn)
+
+
+async def facts_of(store: Any, agent_id: str) -> list[str]:
+    found = await store.get_memories(agent_id=agent_id, kinds=[MemoryKind.FACT])
+    return [m.content.text for m in found]
+
+
+async def test_fact_extraction_runs_after_the_turn_and_persists(make_runtime, store) -> None:
+    gate = Gate()
+    runtime = make_runtime(gated_model(gate), fact_interval=2)
+    await runtime.handle(dm("hi"))
+    result = await runtime.handle(dm("I keep bees on my roof"))
+
+    # The turn is over while the fact call still waits: its reply is stored and on its way,
+    # and the message is closed once the reply is delivered.
+    await gate.asked.wait()
+    assert result.text == "Lovely." and result.status is MemoryStatus.PROCESSED
+    assert result.trace["evaluate"]["queued"] == ["fact_extraction", "conversation_summary"]
+    inbound = await store.get_memory(result.inbound_id)
+    assert inbound.status is MemoryStatus.PENDING
+    await runtime.outbox.deliver(result.replies)
+    inbound = await store.get_memory(result.inbound_id)
+    assert inbound.status is MemoryStatus.PROCESSED
+    assert await facts_of(store, runtime.agent_id) == []
+
+    gate.open.set()
+    await runtime.settled()
+    assert await facts_of(store, runtime.agent_id) == ["Ana keeps bees"]
+    # What it read is a watermark in the store: the newest message from a person.
+    mark = await store.get_setting(mark_key(runtime.agent_id, inbound.room_id))
+    assert mark["ids"] == [result.inbound_id]
+
+
+async def test_a_turn_in_the_same_room_is_not_held_by_its_background_work(make_runtime) -> None:
+    gate = Gate()
+    runtime = make_runtime(gated_model(gate), fact_interval=1)
+    await runtime.handle(dm("first"))
+    await gate.asked.wait()  # the fact call of the first message holds a worker
+    second = await runtime.handle(dm("second"))  # the room's lock is free: it is answered
+    assert second.text == "Lovely."
+    gate.open.set()
+    await runtime.settled()
+
+
+async def test_facts_missed_by_a_stop_are_extracted_by_the_next_turn(make_runtime, store) -> None:
+    gate = Gate()
+    first = make_runtime(gated_model(gate), fact_interval=2)
+    await first.handle(dm("I keep bees on my roof"))
+    await first.handle(dm("they make heather honey"))
+    await gate.asked.wait()
+    # The process stops with the fact call in flight (no grace): nothing was stored.
+    await first.background.close(grace=0)
+    await first.stop()
+    assert await facts_of(store, first.agent_id) == []
+
+    model = FunctionModel(lambda r: FACT if r.purpose == "facts" else xml("Sure."))
+    again = make_runtime(model, fact_interval=2)
+    await again.handle(dm("anyway"))
+    await again.settled()
+
+    [extraction] = [r for r in model.requests if r.purpose == "facts"]
+    assert "I keep bees on my roof" in data_text(extraction)  # the missed messages are read
+    assert await facts_of(store, again.agent_id) == ["Ana keeps bees"]
+
+
+async def test_fact_extraction_is_due_from_the_store_not_a_count(make_runtime, store) -> None:
+    model = FunctionModel(lambda r: "[]" if r.purpose == "facts" else xml("ok"))
+    for text in ("one", "two", "three"):
+        # A new runtime each time (a restart): a count in memory would never reach 3.
+        runtime = make_runtime(model, fact_interval=3)
+        await runtime.handle(dm(text))
+        await runtime.settled()
+    assert [r.purpose for r in model.requests].count("facts") == 1
+
+
+async def test_background_model_calls_have_their_own_deadline(make_runtime) -> None:
+    seen: dict[str, Deadline | None] = {}
+
+    def fn(request: ModelRequest) -> str:
+        seen[request.purpose] = current_deadline()
+        return "[]" if request.purpose == "facts" else xml("ok")
+
+    model = FunctionModel(fn)
+    model.deadline = 30.0
+    runtime = make_runtime(model, fact_interval=1)
+    await runtime.handle(dm("hello"))
+    await runtime.settled()
+    turn, facts = seen["response"], seen["facts"]
+    assert turn is not None and facts is not None
+    assert facts is not turn and facts.seconds == 30.0  # not what was left of the turn's
+
+
+async def test_a_failing_background_call_is_logged_not_raised(make_runtime, caplog) -> None:
+    def fn(request: ModelRequest) -> str:
+        if request.purpose == "facts":
+            raise ProviderError("the model is down")
+        return xml("still here")
+
+    runtime = make_runtime(FunctionModel(fn), fact_interval=1)
+    with caplog.at_level(logging.INFO, logger="carrier.background"):
+        result = await runtime.handle(dm("hello"))
+        await runtime.settled()
+    assert result.text == "still here"
+    assert runtime.background.stats.failed == 1
+    assert "fact_extraction in room" in caplog.text and "the model is down" in caplog.text
+
+
+# -- the queue ------------------------------------------------------------------------------------
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.ran: list[str] = []
+        self.release = asyncio.Event()
+        self.started = asyncio.Event()
+
+        self.finished: dict[str, asyncio.Event] = {}
+
+    def job(self, label: str, *, hold: bool = False) -> Any:
+        finished = self.finished.setdefault(label, asyncio.Event())
+
+        async def run() -> None:
+            self.started.set()
+            if hold:
+                await self.release.wait()
+            self.ran.append(label)
+            finished.set()
+
+        return run
+
+
+async def test_a_busy_room_queues_one_catch_up_not_one_per_message() -> None:
+    work = BackgroundWork(name="t", workers=1, backlog=8)
+    rec = Recorder()
+    work.submit(("facts", "busy"), rec.job("running", hold=True))
+    await rec.started.wait()
+    for i in range(10):
+        work.submit(("facts", "busy"), rec.job(f"turn {i}"))
+    assert work.waiting == 1 and work.stats.coalesced == 9
+    rec.release.set()
+    await work.join()
+    assert rec.ran == ["running", "turn 9"]  # the newest turn's job, once
+    await work.close()
+
+
+async def test_one_key_never_runs_twice_at_once() -> None:
+    work = BackgroundWork(name="t", workers=3, backlog=8)
+    rec = Recorder()
+    work.submit(("facts", "room"), rec.job("first", hold=True))
+    await rec.started.wait()
+    work.submit(("facts", "room"), rec.job("second"))
+    work.submit(("facts", "other"), rec.job("other"))
+    await rec.finished["other"].wait()  # a free worker took the other room's job
+    assert rec.ran == ["other"]
+    assert work.running == 1 and work.waiting == 1  # "second" waits for "first"
+    rec.release.set()
+    await work.join()
+    assert rec.ran == ["other", "first", "second"]
+    await work.close()
+
+
+async def test_a_full_backlog_drops_the_oldest_waiting_job(caplog) -> None:
+    work = BackgroundWork(name="t", workers=1, backlog=2)
+    rec = Recorder()
+    work.submit(("facts", "r0"), rec.job("r0", hold=True))
+    await rec.started.wait()
+    with caplog.at_level(logging.DEBUG, logger="carrier.background"):
+        for room in ("r1", "r2", "r3"):
+            work.submit(("facts", room), rec.job(room))
+    assert work.waiting == 2 and work.stats.dropped == 1
+    assert "dropped facts in room r1" in caplog.text
+    rec.release.set()
+    await work.join()
+    assert rec.ran == ["r0", "r2", "r3"]
+    await work.close()
+
+
+async def test_close_drains_then_cancels_what_is_left() -> None:
+    work = BackgroundWork(name="t", workers=1, backlog=4)
+    rec = Recorder()
+    work.submit(("facts", "quick"), rec.job("quick"))
+    await work.close(grace=30)  # drained: the quick job ran
+    assert rec.ran == ["quick"]
+
+    stuck = BackgroundWork(name="t", workers=1, backlog=4)
+    stuck.submit(("facts", "stuck"), rec.job("stuck", hold=True))
+    stuck.submit(("facts", "after"), rec.job("after"))
+    await stuck.close(grace=0)  # cancelled, the waiting one dropped
+    assert rec.ran == ["quick"] and stuck.stats.dropped == 1
+    stuck.submit(("facts", "late"), rec.job("late"))  # after close: dropped, never run
+    await stuck.join()
+    assert rec.ran == ["quick"] and stuck.stats.dropped == 2
+
+
+def test_background_work_needs_a_worker_and_a_backlog() -> None:
+    with pytest.raises(ValueError, match="at least one worker"):
+        BackgroundWork(name="t", workers=0)
