@@ -72,11 +72,13 @@ TextList = Annotated[list[str], BeforeValidator(_text_list)]
 
 
 class Style(ElizaModel):
-    """How the persona writes: always (``all``), in chats (``chat``), in posts (``post``)."""
+    """How the persona writes: always (``all``), in chats (``chat``), in posts (``post``), and
+    in public replies to comments (``comment``, Carrier's addition; chats' style otherwise)."""
 
     all: TextList = Field(default_factory=list)
     chat: TextList = Field(default_factory=list)
     post: TextList = Field(default_factory=list)
+    comment: TextList = Field(default_factory=list)
 
 
 class ExampleContent(ElizaModel):

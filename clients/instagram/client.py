@@ -5,7 +5,8 @@ the client mostly holds the publisher for its agent: :meth:`publish` is what a j
 calls. ``start`` builds the publisher (resolving secrets; nothing is sent to Instagram), stores
 the plan's schedules in the job store the host put in ``runtime.services["jobs"]`` and enqueues
 uploads still waiting for a job; ``stop`` closes its connections. :meth:`accept_media` takes an
-upload from ``POST /{agent_id}/media``.
+upload from ``POST /{agent_id}/media``; :meth:`answer` answers a comment, mention or DM (the
+``instagram.inbound`` job, :mod:`clients.instagram.inbound`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from carrier.types import Memory, MemoryKind, MemoryStatus
 from clients.instagram.base import Publisher
 from clients.instagram.config import InstagramConfig, parse_config
 from clients.instagram.factory import build_publisher
+from clients.instagram.inbound.events import InboundEvent
+from clients.instagram.inbound.policy import Caps
 from clients.instagram.library import MediaLibrary
 from clients.instagram.plan import PLAN_JOB_KIND, PostingPlan, plan_schedule_prefix
 from clients.instagram.post import Fence, Post, PublishResult, PublishStates
@@ -57,6 +60,8 @@ class InstagramClient(Client):
         self.publisher = publisher
         self.states = PublishStates(runtime.store, str(runtime.character.agent_id))
         self._library: MediaLibrary | None = None
+        self.caps = Caps(runtime.store, str(runtime.character.agent_id))
+        """Reply caps of the conversations policy (per hour, per post, per person)."""
 
     # -- the plan ---------------------------------------------------------------------------
     @property
@@ -217,10 +222,54 @@ class InstagramClient(Client):
         )
         await self.sync_schedules()
         await self.queue_waiting_uploads()
+        self._voice(register=True)
 
     async def stop(self) -> None:
+        self._voice(register=False)
         if self.publisher is not None:
             await self.publisher.aclose()
+
+    def _voice(self, *, register: bool) -> None:
+        """The persona's ``style.comment`` in comment replies' prompts, while the client runs."""
+        from clients.instagram.inbound.voice import VOICE_PLUGIN, voice_plugin
+
+        registry = getattr(self.runtime, "registry", None)
+        if registry is None:
+            return
+        if register and VOICE_PLUGIN not in registry.plugins:
+            registry.register(voice_plugin())
+        elif not register and VOICE_PLUGIN in registry.plugins:
+            registry.unregister(VOICE_PLUGIN)
+
+    async def answer(
+        self, event: InboundEvent, *, again: bool = False, fence: Fence | None = None
+    ) -> dict[str, Any]:
+        """Answer a comment, mention or DM once (the ``instagram.inbound`` job); its result."""
+        from clients.instagram.graph.conversations import ConversationAPI
+        from clients.instagram.inbound.conversation import answer_event
+
+        if self.publisher is None:
+            await self.start()
+        api = getattr(self.publisher, "api", None)
+        if api is None:
+            from carrier.jobs.errors import PermanentFailure
+
+            raise PermanentFailure(
+                "answering comments and DMs needs the Graph API (publisher: graph); the "
+                "instagrapi backend does not answer them yet"
+            )
+        return await answer_event(
+            runtime=self.runtime,
+            api=ConversationAPI(api),
+            event=event,
+            settings=self.config.conversations,
+            caps=self.caps,
+            own_username=str(self.config.model_extra.get("username") or "")
+            if self.config.model_extra
+            else "",
+            again=again,
+            fence=fence,
+        )
 
     async def publish(
         self, post: Post, *, dry_run: bool | None = None, fence: Fence | None = None

@@ -13,6 +13,7 @@ never here: they are named (``accessTokenSecret: INSTAGRAM_ACCESS_TOKEN``) and r
         background: "#ffffff"          # what transparent pixels and padding become
         maxHashtags: 5
         plan: {...}                    # a posting plan: see clients/instagram/plan.py
+        conversations: {...}           # answering comments and DMs: inbound/policy.py
         ftp:
           host: ftp.example.com
           user: uploader
@@ -41,6 +42,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from carrier.errors import ConfigError
+from clients.instagram.inbound.policy import ConversationSettings
 from clients.instagram.plan import PostingPlan, check_timezone, parse_approval
 
 __all__ = [
@@ -168,6 +170,9 @@ class InstagramConfig(_Model):
     """When and what to post (see :mod:`clients.instagram.plan`)."""
     ftp: FtpSettings | None = None
     instagrapi: InstagrapiSettings = Field(default_factory=InstagrapiSettings)
+    conversations: ConversationSettings = Field(default_factory=ConversationSettings)
+    """Whom the persona answers (comments, mentions, DMs): see
+    :mod:`clients.instagram.inbound.policy`."""
 
     @field_validator("graph_api_version")
     @classmethod

@@ -62,6 +62,7 @@ from clients.instagram.errors import (
     OperatorActionRequired,
     RetryLater,
 )
+from clients.instagram.inbound.handler import register_inbound_jobs
 from clients.instagram.library import post_kind_of
 from clients.instagram.permalinks import (
     PERMALINK_JOB_KIND,
@@ -454,4 +455,5 @@ def register_instagram_jobs(service: JobService, manager: AgentManager) -> Insta
     service.worker.register(PUBLISH_JOB_KIND, handlers.publish, max_concurrent=2)
     service.worker.register(NOTICE_JOB_KIND, handlers.notice)
     service.worker.register(PERMALINK_JOB_KIND, handlers.permalink)
+    register_inbound_jobs(service, manager)  # comments, mentions and DMs (webhooks)
     return handlers

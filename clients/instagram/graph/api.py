@@ -182,6 +182,7 @@ class GraphAPI:
         *,
         params: dict[str, str] | None = None,
         data: dict[str, str] | None = None,
+        json: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         url = f"{self.root}/{path}"
         try:
@@ -190,6 +191,7 @@ class GraphAPI:
                 url,
                 params=params,
                 data=data,
+                json=json,
                 headers={"Authorization": f"Bearer {self._token}"},
             )
         except httpx.TransportError as exc:  # timeouts, resets, refused connections

@@ -1,0 +1,197 @@
+"""One inbound event through the pipeline: policy, the turn, the reply sent once.
+
+A comment, a mention or a DM becomes a :class:`carrier.types.Message` (platform ``instagram``):
+a post's comments are one room (``media:<media id>``), a DM thread is one room
+(``dm:<person's id>``), the writer is an entity. The policy (:mod:`.policy`) decides first; a
+skipped event is stored all the same (``runtime.observe``: ``ignored``, with the reason). An
+answered one goes through ``runtime.handle`` (stored before any work, the five stages), and its
+replies through ``runtime.outbox.deliver`` with a :class:`~.replies.ReplySender`.
+
+Run again (a retry, or a job taken over from a worker that died), it settles what the earlier
+run left instead of starting over: the message is found stored (by the id derived from the
+platform's), replies a dead worker had claimed are made pending again and sent only if the
+platform does not show them yet, a reply failed while its fate was unknown is marked sent when
+the platform shows it, and a turn cut short before any reply was stored runs again.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from carrier.outbox import INTERRUPTED
+from carrier.pipeline.generate import failure_of
+from carrier.types import (
+    Author,
+    Channel,
+    Memory,
+    MemoryStatus,
+    Message,
+    RoomKind,
+    stable_id,
+)
+from clients.instagram.graph.conversations import ConversationAPI
+from clients.instagram.inbound.events import EventKind, InboundEvent
+from clients.instagram.inbound.policy import Caps, ConversationSettings, Decision, decide
+from clients.instagram.inbound.replies import OutsideWindow, ReplySender
+
+__all__ = ["PLATFORM", "answer_event", "to_message"]
+
+log = logging.getLogger(__name__)
+
+PLATFORM = "instagram"
+_CLOSED = (MemoryStatus.PROCESSED, MemoryStatus.IGNORED, MemoryStatus.SUPERSEDED)
+
+
+def to_message(event: InboundEvent) -> Message:
+    """The event as the pipeline's input."""
+    name = event.username or event.user_id or "someone"
+    author = Author(platform_id=event.user_id or name, name=name, username=event.username)
+    meta: dict[str, Any] = {"kind": event.kind.value, "id": event.id}
+    if event.kind is EventKind.MESSAGE:
+        channel = Channel(
+            platform_id=f"dm:{event.user_id}", name=f"DM with {name}", kind=RoomKind.DM
+        )
+    else:
+        media = event.media_id or "unknown"
+        channel = Channel(platform_id=f"media:{media}", name=f"comments on {media}")
+        meta.update(media_id=event.media_id, parent_id=event.parent_id)
+    message = Message(
+        platform=PLATFORM,
+        author=author,
+        channel=channel,
+        text=event.text,
+        platform_message_id=f"{event.kind.value}:{event.id}",
+        mentions_agent=event.kind is EventKind.MENTION,
+        # A comment on the persona's own post answers the persona.
+        replies_to_agent=event.kind is EventKind.COMMENT,
+        in_reply_to_platform_id=event.parent_id or event.media_id,
+        metadata={"instagram": meta},
+    )
+    if event.at is not None:
+        message.received_at = event.at
+    return message
+
+
+async def answer_event(
+    *,
+    runtime: Any,
+    api: ConversationAPI,
+    event: InboundEvent,
+    settings: ConversationSettings,
+    caps: Caps,
+    own_username: str,
+    again: bool,
+    fence: Any = None,
+) -> dict[str, Any]:
+    """Answer ``event`` once; the job's result. ``again``: an earlier run of this job may have
+    done part of it (a retry or a takeover); ``fence``: the job's lease check, called right
+    before anything is sent."""
+    if event.kind is EventKind.MENTION and not event.text:
+        event = await _read_mention(api, event)
+    message = to_message(event)
+    inbound_id = stable_id(runtime.agent_id, PLATFORM, "message", str(message.platform_message_id))
+    stored = await runtime.store.get_memory(inbound_id)
+    if stored is not None and stored.status in _CLOSED:
+        return {"done": stored.status.value, "message_id": inbound_id}
+    if stored is None:
+        decision = decide(event, settings, own_username=own_username)
+        if decision.answer:
+            over = await caps.take(event, settings)
+            if over is not None:
+                decision = Decision(False, over)
+        if not decision.answer:
+            await runtime.observe(message, reason=decision.reason)
+            return {"skipped": decision.reason, "message_id": inbound_id}
+    replies = await _replies(runtime, message, stored)
+    if isinstance(replies, dict):
+        return replies
+    unsent = [r for r in replies if r.status is MemoryStatus.PENDING]
+    sender = ReplySender(
+        api,
+        event,
+        private=settings.reply_as == "private",
+        check_first=again or stored is not None,
+    )
+    if stored is not None:
+        await _settle_unknown(runtime, replies, sender)
+    if unsent and fence is not None:
+        await fence()
+    try:
+        await runtime.outbox.deliver(unsent, sender)
+    except OutsideWindow as exc:
+        log.info("instagram: reply to %s not sent: %s", event.key, exc)
+        return {"refused": str(exc), "message_id": inbound_id}
+    return {
+        "replied": sender.sent,
+        "found_on_platform": sender.found,
+        "message_id": inbound_id,
+        "replies": [r.id for r in replies],
+    }
+
+
+async def _replies(
+    runtime: Any, message: Message, stored: Memory | None
+) -> list[Memory] | dict[str, Any]:
+    """The replies to send: the new turn's, or what an earlier run left (settled)."""
+    if stored is not None:
+        replies = await runtime.outbox.replies_of(stored.id)
+        if replies:
+            for reply in replies:
+                if reply.status is MemoryStatus.SENDING:  # claimed by a worker that died
+                    await runtime.store.set_memory_status(
+                        reply.id, MemoryStatus.PENDING, expect=[MemoryStatus.SENDING]
+                    )
+                    reply.status = MemoryStatus.PENDING
+            return replies
+        if stored.status is MemoryStatus.FAILED and stored.error == INTERRUPTED:
+            # The turn was cut short before any reply was stored: it runs again.
+            await runtime.store.set_memory_status(
+                stored.id, MemoryStatus.RECEIVED, expect=[MemoryStatus.FAILED]
+            )
+        elif stored.status is MemoryStatus.FAILED:
+            return {"failed": stored.error, "message_id": stored.id}
+    result = await runtime.handle(message)
+    failure = failure_of(result)
+    if failure is not None:
+        return {
+            "failed": result.reason or "the model gave no answer",
+            "message_id": result.inbound_id,
+        }
+    if not result.replies:
+        return {
+            "status": result.status.value,
+            "reason": result.reason,
+            "message_id": result.inbound_id,
+        }
+    return list(result.replies)
+
+
+async def _settle_unknown(runtime: Any, replies: list[Memory], sender: ReplySender) -> None:
+    """Replies a recovery failed as too old to send (their process stopped while they were on
+    their way): sent after all when the platform shows them."""
+    stale = runtime.outbox.stale_reason
+    for reply in replies:
+        failed = reply.status is MemoryStatus.FAILED and reply.error == stale
+        if failed and await sender.on_platform(reply.content.text):
+            await runtime.store.set_memory_status(
+                reply.id, MemoryStatus.SENT, expect=[MemoryStatus.FAILED]
+            )
+            reply.status = MemoryStatus.SENT
+            sender.found += 1
+    inbound = replies[0].content.in_reply_to if replies else None
+    if inbound and any(r.status is MemoryStatus.SENT for r in replies):
+        await runtime.outbox.close(inbound)  # a delivered reply: the message is processed
+
+
+async def _read_mention(api: ConversationAPI, event: InboundEvent) -> InboundEvent:
+    """A mention's text and author, read from the API (the webhook carries only ids)."""
+    comment = await api.mentioned_comment(event.id)
+    sender = comment.get("from") or {}
+    return event.model_copy(
+        update={
+            "text": str(comment.get("text") or ""),
+            "username": comment.get("username") or sender.get("username"),
+            "user_id": str(sender.get("id") or "") or comment.get("username"),
+        }
+    )

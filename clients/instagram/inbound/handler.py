@@ -1,0 +1,82 @@
+"""The ``instagram.inbound`` job: one comment, mention or DM answered by its agent.
+
+The webhook receiver stores each event as a job (:mod:`.webhook`); a worker that runs the
+agent's Instagram client claims it and answers it (:func:`.conversation.answer_event`). A worker
+where the agent does not run leaves it for a while (the worker that runs it claims it first,
+as it handles the same kind); an agent that runs without its Instagram client, or no longer
+exists, fails it with the reason. A job stored before its account was matched to an agent (a
+delivery for an agent created since) is matched here.
+
+Several workers may share the job store: the job's lease keeps one worker on it at a time,
+the lease is checked right before a reply is sent, and a job taken over from a worker that died
+settles what that worker left (see :mod:`.conversation`), so a comment or DM is answered once.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from carrier.agents import AgentNotFound
+from carrier.jobs.errors import Defer, PermanentFailure
+from carrier.jobs.handler import JobContext
+from carrier.jobs.model import Job
+from carrier.jobs.service import JobService
+from clients.instagram.inbound.webhook import INBOUND_JOB_KIND, AccountIndex, event_of
+
+__all__ = ["InboundJobs", "register_inbound_jobs"]
+
+log = logging.getLogger(__name__)
+
+NOT_RUNNING_WAIT_S = 60.0
+"""How long an event waits for its agent to run in the worker that claimed it."""
+
+
+class InboundJobs:
+    def __init__(self, manager: Any) -> None:
+        self.manager = manager
+        self.accounts = AccountIndex(manager)
+
+    async def inbound(self, job: Job, ctx: JobContext) -> Mapping[str, Any] | None:
+        event = event_of(job.payload)
+        agent_id = job.agent_id or await self.accounts.agent_for(event.account_id)
+        if agent_id is None:
+            raise PermanentFailure(
+                f"no agent has the Instagram account {event.account_id}: set "
+                "clientConfig.instagram.igUserId (or INSTAGRAM_BUSINESS_ACCOUNT_ID) on its "
+                "character, then retry this job"
+            )
+        client = await self._client(agent_id)
+        return await client.answer(
+            event, again=job.attempts > 1 or job.crashes > 0, fence=ctx.ensure_held
+        )
+
+    async def _client(self, agent_id: str) -> Any:
+        from clients.instagram.client import InstagramClient
+
+        client = self.manager.client(agent_id, "instagram")
+        if isinstance(client, InstagramClient):
+            return client
+        try:
+            status = await self.manager.status(agent_id)
+        except AgentNotFound:
+            raise PermanentFailure(f"agent {agent_id} no longer exists") from None
+        if status.running:
+            why = status.skipped.get("instagram", "instagram is not among its clients")
+            raise PermanentFailure(
+                f"agent {status.record.name} runs without its Instagram client ({why}); fix "
+                "that, restart the agent and retry this job"
+            )
+        raise Defer(
+            delay_s=NOT_RUNNING_WAIT_S,
+            reason=f"agent {status.record.name} is not running in this process; waiting for it",
+        )
+
+
+def register_inbound_jobs(service: JobService, manager: Any) -> InboundJobs:
+    """Register ``instagram.inbound`` on ``service``'s worker (called by
+    :func:`clients.instagram.jobs.register_instagram_jobs`)."""
+    handlers = InboundJobs(manager)
+    service.worker.register(INBOUND_JOB_KIND, handlers.inbound, max_concurrent=4)
+    return handlers

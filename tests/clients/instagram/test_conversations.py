@@ -1,0 +1,357 @@
+"""Instagram conversations end to end, over loopback: the fake Graph API delivers signed webhooks
+to the real API server (uvicorn), the receiver stores each event as a job, the worker answers it
+through the pipeline (a FunctionModel), and the reply goes back to the fake over HTTP."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from carrier.agents import AgentManager
+from carrier.api import ApiSettings
+from carrier.api.server import api_server
+from carrier.character import Character
+from carrier.jobs import Job, JobService, JobState, SQLiteJobStore
+from carrier.llm.base import ModelRequest
+from carrier.llm.fake import FunctionModel
+from carrier.memory.fake import HashEmbedder
+from carrier.memory.sqlite import SQLiteStore
+from carrier.settings import load_settings
+from carrier.types import Memory, MemoryKind, MemoryStatus
+from clients.instagram import InstagramClient, parse_config
+from clients.instagram.fake import FakeGraphAPI
+from clients.instagram.graph import GraphPublisher
+from clients.instagram.inbound.webhook import APP_SECRET_ENV, INBOUND_JOB_KIND, VERIFY_TOKEN_ENV
+from clients.instagram.jobs import register_instagram_jobs
+
+APP_SECRET = "meta-app-secret-for-the-tests"
+VERIFY_TOKEN = "verify-token-for-the-tests"
+ADMIN = "admin-token-for-the-conversation-tests"
+COMMENT_VOICE = "film stock first, then one short lowercase line"
+COMMENT_REPLY = "portra 400, shot at box speed. the fog did the rest."
+DM_REPLY = "hey! thanks for writing. the prints ship on friday."
+
+
+def answer(request: ModelRequest) -> str:
+    """The fake model: the comment voice when the prompt carries style.comment, else the chat one."""
+    if request.purpose == "facts":
+        return "[]"
+    if request.purpose == "should_respond":
+        return "RESPOND"
+    system = str(request.messages[0].content)
+    text = COMMENT_REPLY if COMMENT_VOICE in system else DM_REPLY
+    return f"<response><thought>t</thought><actions>REPLY</actions><text>{text}</text></response>"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class World:
+    manager: AgentManager
+    service: JobService
+    graph: FakeGraphAPI
+    store: SQLiteStore
+    agent_id: str
+    url: str
+    http: httpx.AsyncClient
+
+    @property
+    def jobs(self) -> SQLiteJobStore:
+        assert isinstance(self.service.store, SQLiteJobStore)
+        return self.service.store
+
+    async def inbound_jobs(self) -> list[Job]:
+        return await self.jobs.list_jobs(kind=INBOUND_JOB_KIND, limit=None)
+
+    async def memories(self) -> list[Memory]:
+        return await self.store.get_memories(
+            agent_id=self.agent_id, kinds=[MemoryKind.MESSAGE], limit=100
+        )
+
+
+@pytest.fixture
+async def make_world(
+    tmp_path: Path,
+    store: SQLiteStore,
+    make_publisher: Callable[..., GraphPublisher],
+    fake_graph: FakeGraphAPI,
+) -> AsyncIterator[Callable[..., Any]]:
+    async with AsyncExitStack() as stack:
+
+        async def make(**conversations: Any) -> World:
+            jobs = SQLiteJobStore(path=tmp_path / "jobs.db")
+            service = JobService(store=jobs)
+            await jobs.open()
+            stack.push_async_callback(service.stop, grace_s=0)
+
+            def factory(runtime: Any, config: Any, environ: Any) -> InstagramClient:
+                return InstagramClient(
+                    runtime=runtime,
+                    config=parse_config(config),
+                    environ=environ,
+                    publisher=make_publisher(),
+                )
+
+            settings = load_settings(
+                {"CARRIER_DATA_DIR": str(tmp_path / "data"), "CARRIER_ADMIN_TOKEN": ADMIN}
+            )
+            model = FunctionModel(answer)
+            manager = AgentManager(
+                store=store,
+                embedder=HashEmbedder(),
+                settings=settings,
+                environ={APP_SECRET_ENV: APP_SECRET, VERIFY_TOKEN_ENV: VERIFY_TOKEN},
+                model_factory=lambda c: model,
+                client_factories={"instagram": factory},
+            )
+            stack.push_async_callback(manager.close)
+            register_instagram_jobs(service, manager)
+            character = {
+                "name": "Lumen",
+                "bio": ["Lumen shoots film and travels slowly."],
+                "style": {"chat": ["warm and brief"], "comment": [COMMENT_VOICE]},
+                "clients": ["instagram"],
+                "clientConfig": {
+                    "instagram": {
+                        "publisher": "graph",
+                        "igUserId": fake_graph.ig_user_id,
+                        "conversations": conversations,
+                    }
+                },
+            }
+            record = await manager.create(Character.model_validate(character))
+            status = await manager.start(record.id)
+            assert status.clients == ["instagram"], status.skipped
+            url = await stack.enter_async_context(
+                api_server(
+                    manager,
+                    settings,
+                    port=free_port(),
+                    api_settings=ApiSettings(rate_per_minute=6000, rate_burst=1000),
+                )
+            )
+            http = await stack.enter_async_context(httpx.AsyncClient(timeout=30))
+            fake_graph.webhooks.url = f"{url}/webhooks/instagram"
+            fake_graph.webhooks.verify_token = VERIFY_TOKEN
+            fake_graph.webhooks.app_secret = APP_SECRET  # the Meta app's, as the receiver has it
+            return World(manager, service, fake_graph, store, record.id, url, http)
+
+        yield make
+
+
+async def test_a_signed_comment_webhook_gets_one_reply_in_the_comment_voice(
+    make_world: Callable[..., Any],
+) -> None:
+    w: World = await make_world()
+    talk = w.graph.conversations
+    media = w.graph.add_media("fog came in at six")
+    comment = talk.person_comments(media, "what film is this?", user_id="u-ana", username="ana")
+
+    assert await w.graph.webhooks.deliver(w.graph.webhooks.comment(comment), http=w.http) == [200]
+    [job] = await w.inbound_jobs()  # stored before the answer: the worker has not run yet
+    assert job.state is JobState.PENDING and talk.replies_to(comment.id) == []
+
+    await w.service.worker.drain()
+
+    [reply] = talk.replies_to(comment.id)
+    assert reply.text == COMMENT_REPLY  # style.comment reached the prompt
+    job = await w.jobs.get(job.id) or job
+    assert job.state is JobState.SUCCEEDED and job.result is not None
+    assert job.result["replied"] == [reply.id]
+    by_status = {m.status: m for m in await w.memories()}
+    inbound, sent = by_status[MemoryStatus.PROCESSED], by_status[MemoryStatus.SENT]
+    assert inbound.content.text == "what film is this?" and inbound.content.source == "instagram"
+    assert sent.content.text == COMMENT_REPLY and sent.content.in_reply_to == inbound.id
+    room = await w.store.get_room(inbound.room_id)
+    assert room is not None and room.platform_id == f"media:{media}"
+
+
+async def test_the_same_delivery_three_times_is_answered_once(
+    make_world: Callable[..., Any],
+) -> None:
+    w: World = await make_world()
+    talk = w.graph.conversations
+    media = w.graph.add_media()
+    comment = talk.person_comments(media, "where was this taken?", user_id="u-bo", username="bo")
+    payload = w.graph.webhooks.comment(comment)
+
+    assert await w.graph.webhooks.deliver(payload, times=3, http=w.http) == [200, 200, 200]
+    await w.service.worker.drain()
+    await w.graph.webhooks.deliver(payload, http=w.http)  # Meta retries after the answer too
+    await w.service.worker.drain()
+
+    assert len(talk.replies_to(comment.id)) == 1
+    assert len(await w.inbound_jobs()) == 1
+    assert talk.reply_calls == 1
+
+
+async def test_a_bad_or_missing_signature_is_refused_and_nothing_is_stored(
+    make_world: Callable[..., Any],
+) -> None:
+    w: World = await make_world()
+    media = w.graph.add_media()
+    comment = w.graph.conversations.person_comments(
+        media, "is this film?", user_id="u-eve", username="eve"
+    )
+    payload = w.graph.webhooks.comment(comment)
+
+    forged = await w.graph.webhooks.deliver(payload, signature="sha256=" + "0" * 64, http=w.http)
+    unsigned = await w.graph.webhooks.deliver(payload, signed=False, http=w.http)
+
+    assert set(forged) == {403} and set(unsigned) == {403}
+    response = await w.http.post(
+        f"{w.url}/webhooks/instagram", content=b"{}", headers={"X-Hub-Signature-256": "sha256=x"}
+    )
+    assert response.status_code == 403 and response.json()["error"] == "bad_signature"
+    await w.service.worker.drain()
+    assert await w.inbound_jobs() == []
+    assert await w.memories() == []
+    assert w.graph.conversations.reply_calls == 0
+
+
+async def test_the_subscription_handshake_echoes_the_challenge_for_the_right_token(
+    make_world: Callable[..., Any],
+) -> None:
+    w: World = await make_world()
+    right = await w.graph.webhooks.verify(challenge="4242", http=w.http)
+    wrong = await w.graph.webhooks.verify(token="guess", http=w.http)
+    unknown = await w.http.get(f"{w.url}/webhooks/nowhere")
+
+    assert right.status_code == 200 and right.text == "4242"
+    assert right.headers["content-type"].startswith("text/plain")
+    assert wrong.status_code == 403
+    assert unknown.status_code == 404
+
+
+async def test_a_dm_inside_the_window_is_answered_one_outside_is_refused_and_recorded(
+    make_world: Callable[..., Any],
+) -> None:
+    w: World = await make_world()
+    talk = w.graph.conversations
+    fresh = talk.person_messages("do you sell prints?", user_id="u-cy", username="cy")
+    stale = talk.person_messages(
+        "hello? anyone?", user_id="u-di", username="di", at=datetime.now(UTC) - timedelta(hours=25)
+    )
+    hooks = w.graph.webhooks
+    assert await hooks.deliver(
+        hooks.batch([hooks.message(fresh), hooks.message(stale)]), http=w.http
+    ) == [200]
+
+    await w.service.worker.drain()
+
+    assert [m.text for m in talk.thread_with("u-cy")] == ["do you sell prints?", DM_REPLY]
+    assert [m.text for m in talk.thread_with("u-di")] == ["hello? anyone?"]  # nothing sent
+    assert talk.reply_calls == 1  # the refused one never reached Instagram
+    jobs = {j.payload["user_id"]: j for j in await w.inbound_jobs()}
+    assert jobs["u-di"].state is JobState.SUCCEEDED
+    assert "24 h messaging window" in jobs["u-di"].result["refused"]  # type: ignore[index]
+    refused = [m for m in await w.memories() if m.status is MemoryStatus.FAILED]
+    assert {m.content.text for m in refused} == {"hello? anyone?", DM_REPLY}
+    assert all("24 h messaging window" in (m.error or "") for m in refused)
+    room = await w.store.get_room(refused[0].room_id)
+    assert room is not None and room.platform_id == "dm:u-di" and room.kind == "dm"
+
+
+async def test_the_policy_skips_spam_own_comments_other_brands_and_statements_with_a_reason(
+    make_world: Callable[..., Any],
+) -> None:
+    w: World = await make_world(ignoreAccounts=["@rivalcafe"])
+    talk = w.graph.conversations
+    media = w.graph.add_media()
+    comments = [
+        talk.person_comments(media, "free followers at my page!!", user_id="u1", username="spam1"),
+        talk.person_comments(
+            media, "what lens? see www.cheap.shop", user_id="u2", username="spam2"
+        ),
+        talk.person_comments(media, "nice shot", user_id="u3", username="fan"),
+        talk.person_comments(media, "what beans do you use?", user_id="u4", username="rivalcafe"),
+        talk.person_comments(media, "a note from me", user_id=w.graph.ig_user_id, username="me"),
+    ]
+    hooks = w.graph.webhooks
+    delivery = hooks.batch([hooks.comment(c) for c in comments])
+    assert await hooks.deliver(delivery, http=w.http) == [200]
+
+    await w.service.worker.drain()
+
+    assert all(talk.replies_to(c.id) == [] for c in comments)
+    assert len(await w.inbound_jobs()) == 4  # the persona's own comment is not even a job
+    reasons = {m.content.text: m.content.metadata.get("observed") for m in await w.memories()}
+    assert reasons["free followers at my page!!"] == "spam: contains 'free followers'"
+    assert reasons["what lens? see www.cheap.shop"].startswith("spam: 1 link(s)")
+    assert reasons["nice shot"] == "not a question (conversations.comments: questions)"
+    assert reasons["what beans do you use?"] == "the account is in conversations.ignoreAccounts"
+    assert all(m.status is MemoryStatus.IGNORED for m in await w.memories())
+
+
+async def test_the_caps_per_person_and_per_post_hold(make_world: Callable[..., Any]) -> None:
+    w: World = await make_world(maxRepliesPerPost=2, personCooldown="10m")
+    talk = w.graph.conversations
+    media = w.graph.add_media()
+    first = talk.person_comments(media, "what film?", user_id="u1", username="ana")
+    again = talk.person_comments(media, "and what camera?", user_id="u1", username="ana")
+    other = talk.person_comments(media, "where is this?", user_id="u2", username="bo")
+    third = talk.person_comments(media, "when was this?", user_id="u3", username="cy")
+    hooks = w.graph.webhooks
+    for comment in (first, again, other, third):
+        await hooks.deliver(hooks.comment(comment), http=w.http)
+        await w.service.worker.drain()
+
+    assert [len(talk.replies_to(c.id)) for c in (first, again, other, third)] == [1, 0, 1, 0]
+    reasons = {m.content.text: m.content.metadata.get("observed") for m in await w.memories()}
+    assert "personCooldown" in reasons["and what camera?"]
+    assert "maxRepliesPerPost" in reasons["when was this?"]
+
+
+async def test_a_reply_sent_by_a_worker_that_died_before_recording_it_is_not_sent_again(
+    make_world: Callable[..., Any],
+) -> None:
+    """The intent (the reply claimed, ``sending``) was saved and the reply went out, but the
+    worker died before it recorded ``sent``: the run that takes the job over reads the
+    comment's replies first and finds it."""
+    w: World = await make_world()
+    talk = w.graph.conversations
+    media = w.graph.add_media()
+    comment = talk.person_comments(media, "what film is this?", user_id="u1", username="ana")
+    await w.graph.webhooks.deliver(w.graph.webhooks.comment(comment), http=w.http)
+    client = w.manager.client(w.agent_id, "instagram")
+    assert isinstance(client, InstagramClient)
+    runtime = client.runtime
+    [job] = await w.inbound_jobs()
+
+    # What the dead worker did: the turn, the claim, the send; not the record of it.
+    from clients.instagram.inbound.conversation import to_message
+    from clients.instagram.inbound.webhook import event_of
+
+    result = await runtime.handle(to_message(event_of(job.payload)))
+    [reply] = result.replies
+    assert await w.store.set_memory_status(
+        reply.id, MemoryStatus.SENDING, expect=[MemoryStatus.PENDING]
+    )
+    async with httpx.AsyncClient() as http:
+        sent = await http.post(
+            f"{w.graph.url}/v21.0/{comment.id}/replies",
+            data={"message": reply.content.text},
+            headers={"Authorization": "Bearer EAAG-very-secret-token"},
+        )
+    assert sent.status_code == 200
+
+    await w.service.worker.drain()  # the job runs: it finds the earlier run's claim
+
+    assert len(talk.replies_to(comment.id)) == 1
+    job = await w.jobs.get(job.id) or job
+    assert job.result is not None and job.result["found_on_platform"] == 1
+    assert (await w.store.get_memory(reply.id)).status is MemoryStatus.SENT  # type: ignore[union-attr]
+    inbound = await w.store.get_memory(result.inbound_id)
+    assert inbound is not None and inbound.status is MemoryStatus.PROCESSED
