@@ -145,6 +145,9 @@ class ClientState:
     """Failed attempts since the last time it was connected."""
     next_retry_at: datetime | None = None
     """When the next attempt starts (None: not waiting for one, or the SDK's own retry)."""
+    process: str | None = None
+    """The process it runs in, when that is another one (as that process reports it:
+    :mod:`carrier.agents.reports`)."""
 
     @classmethod
     def of(

@@ -33,6 +33,8 @@ from carrier.agents.client_config import ClientConfigs
 from carrier.agents.connections import Connections
 from carrier.agents.errors import AgentExists, AgentNotFound, AgentNotRunning
 from carrier.agents.history import History
+from carrier.agents.refresh import Revisions
+from carrier.agents.reports import ClientReports
 from carrier.agents.status import AgentStatus, Running
 from carrier.assemble import build_runtime
 from carrier.audit.base import AuditLog, audit_from
@@ -65,7 +67,7 @@ ModelFactory = Callable[[Character], ModelProvider | None]
 """Picks a character's model; ``None`` falls back to :func:`carrier.assemble.choose_model`."""
 
 
-class AgentManager(ClientConfigs, History):
+class AgentManager(ClientConfigs, History, Revisions):
     """Creates, stores, starts and stops agents. Keyword-only; one per process."""
 
     def __init__(
@@ -119,6 +121,8 @@ class AgentManager(ClientConfigs, History):
         )
         """The agents' clients here, under connection leases (``lease_options``: ``ttl_s``,
         ``beat_s``, ``retry_s``, ``defer_s`` of :class:`~carrier.agents.leases.ConnectionLeases`)."""
+        self.reports = ClientReports(self)
+        """Client states published for the other processes, and theirs read."""
 
     @property
     def factories(self) -> dict[str, ClientFactory]:
@@ -367,6 +371,7 @@ class AgentManager(ClientConfigs, History):
                     recover=self.connections.start_scope(character, leases)
                 )
                 self._running[agent_id] = running
+                self.reports.ensure_started()
                 # Debug: the caller reports it once (carrier run prints it, the API route logs it)
                 log.debug("%s (%s): %s", character.name, agent_id, choice.description)
                 for slot in self.connections.slots(character, leases):
@@ -407,20 +412,6 @@ class AgentManager(ClientConfigs, History):
                     detail={"clients": list(running.clients)},
                 )
 
-    async def refresh(self, agent_id: str) -> None:
-        """Apply the stored head to the agent running here, if it is newer than what it runs
-        (another process edited it)."""
-        running = self._running.get(agent_id)
-        if running is None:
-            return
-        fleet = await self.fleet()
-        head = await fleet.head(agent_id)
-        if head is None or head.number <= running.revision:
-            return
-        async with self._lock(agent_id):
-            character = await self.character(agent_id)
-            await self._apply(agent_id, character, head.number)
-
     def runtime(self, agent_id: str) -> AgentRuntime:
         """The running agent's runtime; :class:`AgentNotRunning` when it is not started."""
         running = self._running.get(agent_id)
@@ -430,6 +421,9 @@ class AgentManager(ClientConfigs, History):
 
     def running_ids(self) -> builtins.list[str]:
         return list(self._running)
+
+    def running_items(self) -> builtins.list[tuple[str, Running]]:
+        return list(self._running.items())
 
     def client(self, agent_id: str, name: str) -> Client | None:
         """A started client of a running agent, by name (or slot); of a client whose account
@@ -453,6 +447,7 @@ class AgentManager(ClientConfigs, History):
             except Exception:
                 log.exception("agent %s did not stop cleanly", agent_id)
         await self.connections.close()
+        await self.reports.close()
         async with self._fleet_lock:
             if self._owns_fleet and self._fleet is not None and self._fleet_opened:
                 await self._fleet.close()
@@ -480,32 +475,3 @@ class AgentManager(ClientConfigs, History):
     # -- internals --------------------------------------------------------------------------
     def _model_for(self, character: Character) -> ModelProvider | None:
         return self.model_factory(character) if self.model_factory is not None else None
-
-    async def _swap_model(self, running: Running, character: Character) -> None:
-        from carrier.assemble import choose_model, given_model
-
-        given = self._model_for(character)
-        choice = (
-            given_model(given)
-            if given is not None
-            else choose_model(
-                character, self.settings, embedder=self.embedder, environ=self.environ
-            )
-        )
-        running.model, running.model_note = choice.model, choice.note
-        running.offline = choice.offline
-        old, running.runtime.model = running.runtime.model, choice.provider
-        if old is not choice.provider:
-            await old.aclose()
-
-    async def _apply(self, agent_id: str, character: Character, revision: int) -> None:
-        """Give the agent running here (if it is) ``character``, revision ``revision``: from
-        its next turn, with its model chosen again and its clients' configuration pushed."""
-        running = self._running.get(agent_id)
-        if running is None:
-            return
-        running.runtime.character = character
-        running.revision = revision
-        await self._swap_model(running, character)
-        for name in dict.fromkeys(client_of_slot(slot) for slot in running.clients):
-            await self._push_config(agent_id, name, running)

@@ -215,6 +215,8 @@ class ClientHealth(BaseModel):
     attempts: int = 0
     """Failed attempts since it was last connected."""
     next_retry_at: datetime | None = None
+    process: str | None = None
+    """The worker it runs in, when that is another process (as the worker reports it)."""
 
 
 class AgentHealth(BaseModel):

@@ -178,3 +178,52 @@ async def test_health_live_and_ready_need_no_token(
             assert (await http.get("/health/live", headers=anonymous)).status_code == 200
         finally:
             await manager.store.open()
+
+
+async def test_the_web_shows_the_clients_its_worker_runs_as_the_worker_reports_them(
+    serve: Any, fake: FakeDiscord, make_manager: Callable[..., AgentManager], settings: Settings
+) -> None:
+    env = {"DISCORD_API_TOKEN": fake.token}
+    fake.refuse()  # Discord is down when the worker starts
+    async with serve(environ=env, start_clients=False) as (http, _web):
+        agent_id = await create_running(http, DISCORD_AGENT)
+        assert (await discord_health(http))[1]["status"] == "elsewhere"  # no worker yet
+
+        worker = make_manager(
+            settings, environ={**env, "CARRIER_WORKER_ID": "worker-1"}, serves_api=False
+        )
+        fleet = await worker.fleet()
+        await fleet.acquire("worker:worker-1", "worker-1", ttl_s=60)  # `carrier run` holds it
+        try:
+            await worker.run(agent_id)
+            client = worker.client(agent_id, "discord")
+            assert client is not None
+            await worker.reports.publish()  # (it also publishes by itself every few seconds)
+            status, discord = await discord_health(http)
+            assert (status, discord["status"], discord["process"]) == (
+                "degraded",
+                "retrying",
+                "worker-1",
+            )
+            assert "Discord is unavailable (HTTP 503)" in discord["last_error"]
+
+            fake.accept()
+            async with asyncio.timeout(WITHIN):
+                while True:
+                    if client.state.status.value == "connected":
+                        break
+                    await asyncio.sleep(POLL)
+            await worker.reports.publish()
+            status, discord = await discord_health(http)
+            assert (status, discord["status"], discord["process"]) == (
+                "ok",
+                "connected",
+                "worker-1",
+            )
+            assert fake.token not in (await http.get("/health")).text
+        finally:
+            await fleet.release("worker:worker-1", "worker-1")
+            await worker.close()
+        # The worker is gone: its report no longer counts.
+        status, discord = await discord_health(http)
+        assert (status, discord["status"], discord["process"]) == ("ok", "elsewhere", None)

@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
+from carrier.agents.reports import merge_elsewhere
 from carrier.character import parse_character
-from carrier.clients import Client, ClientStatus, ConnectionPart, skipped_state
+from carrier.clients import Client, ClientStatus, ConnectionPart, skipped_state, states_of
 from carrier.fleet.presence import WORKER_PREFIX
 from carrier.memory.sqlite import SQLiteStore
 from carrier.outbox import INTERRUPTED, reply_id
@@ -213,3 +214,34 @@ async def test_taking_one_part_over_settles_that_part_only(hosts: Hosts) -> None
     assert sent == ["ahoy 1"]
     assert await _status(store, reply_on_one) is MemoryStatus.PROCESSED
     assert await _status(store, reply_on_three) is MemoryStatus.PENDING
+
+
+async def test_the_web_shows_each_part_as_the_worker_running_it_reports_it(hosts: Hosts) -> None:
+    web = await hosts.new("web", clients=False)
+    one, two = await hosts.new("worker-1", api=False), await hosts.new("worker-2", api=False)
+    factory: PartedFactory = hosts.factory  # type: ignore[assignment]
+    fleet = await web.fleet()
+    for worker in ("worker-1", "worker-2"):
+        await fleet.acquire(WORKER_PREFIX + worker, worker, ttl_s=60)
+    record = await web.create(parse_character(PILOT))
+    await web.run(record.id)
+    await one.run(record.id)
+    await two.run(record.id)
+    await until(lambda: len(factory.live()) == PARTS, "every part runs")
+    for worker in (one, two):
+        await worker.reports.publish()
+
+    local = states_of({}, (await web.status(record.id)).skipped, elsewhere=True)
+    assert list(local) == ["chat"]  # the web runs no client: the account shown whole
+    shown = merge_elsewhere(local, await web.reports.elsewhere(record.id))
+    assert sorted(shown) == [f"chat#{i}/{PARTS}" for i in range(PARTS)]
+    assert {s.status for s in shown.values()} == {ClientStatus.CONNECTED}
+    assert sorted(s.process or "" for s in shown.values()) == ["worker-1"] * 2 + ["worker-2"] * 2
+
+    # A worker that stops says so; its parts, taken over, are reported by the other.
+    await fleet.release(WORKER_PREFIX + "worker-1", "worker-1")
+    await one.close()
+    await until(lambda: len(two._running[record.id].clients) == PARTS, "worker-2 takes over")
+    await two.reports.publish()
+    shown = merge_elsewhere(local, await web.reports.elsewhere(record.id))
+    assert {s.process for s in shown.values()} == {"worker-2"} and len(shown) == PARTS

@@ -22,12 +22,13 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 
 from carrier.agents import AgentNotFound
+from carrier.agents.reports import merge_elsewhere
 from carrier.api.auth import Principal, admin_only
 from carrier.api.errors import ApiError, error_responses
 from carrier.api.metrics import CONTENT_TYPE
 from carrier.api.schemas import AgentHealth, ClientHealth, HealthOut, LiveOut, ReadyOut
 from carrier.api.state import ApiState, api_state
-from carrier.clients import ClientState, states_of
+from carrier.clients import ClientState, ClientStatus, states_of
 from carrier.errors import CarrierError
 from carrier.safety.redact import shown
 
@@ -116,6 +117,9 @@ async def _agents(state: ApiState) -> list[AgentHealth] | None:
             if (client := manager.client(agent_id, name)) is not None
         }
         states = states_of(started, status.skipped, elsewhere=not manager.start_clients)
+        if any(s.status is ClientStatus.ELSEWHERE for s in states.values()):
+            # Run by a worker: as it reports them (carrier.agents.reports).
+            states = merge_elsewhere(states, await manager.reports.elsewhere(agent_id))
         record = status.record
         agents.append(
             AgentHealth(
@@ -137,6 +141,7 @@ def _client(state: ClientState) -> ClientHealth:
         last_error=shown(state.last_error),
         attempts=state.attempts,
         next_retry_at=state.next_retry_at,
+        process=state.process,
     )
 
 
