@@ -269,6 +269,24 @@ class InstagramClient(Client):
             else "",
             again=again,
             fence=fence,
+            moderation=self.config.moderation,
+        )
+
+    async def unhide(self, comment_id: str, *, actor: str) -> None:
+        """Show a comment moderation hid (recorded in the audit log as ``unhide`` by ``actor``)."""
+        from clients.instagram.graph.conversations import ConversationAPI
+        from clients.instagram.inbound.moderation import record
+
+        api = getattr(self.publisher, "api", None)
+        if api is None:
+            raise RuntimeError("unhiding comments needs the Graph API (publisher: graph)")
+        await ConversationAPI(api).hide(comment_id, hidden=False)
+        await record(
+            getattr(self.runtime, "services", {}),
+            agent_id=self.agent_id,
+            action="unhide",
+            comment_id=comment_id,
+            actor=actor,
         )
 
     async def publish(

@@ -14,6 +14,7 @@ never here: they are named (``accessTokenSecret: INSTAGRAM_ACCESS_TOKEN``) and r
         maxHashtags: 5
         plan: {...}                    # a posting plan: see clients/instagram/plan.py
         conversations: {...}           # answering comments and DMs: inbound/policy.py
+        moderation: {...}              # hiding or flagging comments: inbound/moderation.py
         ftp:
           host: ftp.example.com
           user: uploader
@@ -42,6 +43,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from carrier.errors import ConfigError
+from clients.instagram.inbound.moderation import ModerationSettings
 from clients.instagram.inbound.policy import ConversationSettings
 from clients.instagram.plan import PostingPlan, check_timezone, parse_approval
 
@@ -173,6 +175,8 @@ class InstagramConfig(_Model):
     conversations: ConversationSettings = Field(default_factory=ConversationSettings)
     """Whom the persona answers (comments, mentions, DMs): see
     :mod:`clients.instagram.inbound.policy`."""
+    moderation: ModerationSettings = Field(default_factory=ModerationSettings)
+    """Comments hidden or flagged by rules: see :mod:`clients.instagram.inbound.moderation`."""
 
     @field_validator("graph_api_version")
     @classmethod

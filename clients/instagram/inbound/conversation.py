@@ -30,8 +30,11 @@ from carrier.types import (
     RoomKind,
     stable_id,
 )
+from clients.instagram.errors import GraphAPIError
+from clients.instagram.graph.api import UnclearResponse
 from clients.instagram.graph.conversations import ConversationAPI
 from clients.instagram.inbound.events import EventKind, InboundEvent
+from clients.instagram.inbound.moderation import ModerationSettings, Verdict, moderate, record
 from clients.instagram.inbound.policy import Caps, ConversationSettings, Decision, decide
 from clients.instagram.inbound.replies import OutsideWindow, ReplySender
 
@@ -83,6 +86,7 @@ async def answer_event(
     own_username: str,
     again: bool,
     fence: Any = None,
+    moderation: ModerationSettings | None = None,
 ) -> dict[str, Any]:
     """Answer ``event`` once; the job's result. ``again``: an earlier run of this job may have
     done part of it (a retry or a takeover); ``fence``: the job's lease check, called right
@@ -94,6 +98,10 @@ async def answer_event(
     stored = await runtime.store.get_memory(inbound_id)
     if stored is not None and stored.status in _CLOSED:
         return {"done": stored.status.value, "message_id": inbound_id}
+    if stored is None and moderation is not None:
+        verdict = await moderate(event, moderation, settings, model=runtime.model)
+        if verdict is not None:
+            return await _moderated(runtime, api, event, message, verdict, inbound_id)
     if stored is None:
         decision = decide(event, settings, own_username=own_username)
         if decision.answer:
@@ -165,6 +173,38 @@ async def _replies(
             "message_id": result.inbound_id,
         }
     return list(result.replies)
+
+
+async def _moderated(
+    runtime: Any,
+    api: ConversationAPI,
+    event: InboundEvent,
+    message: Message,
+    verdict: Verdict,
+    inbound_id: str,
+) -> dict[str, Any]:
+    """Hide or flag a comment a rule matched; recorded in the audit log and kept, unanswered."""
+    services = getattr(runtime, "services", {})
+    action, error = verdict.action, None
+    if action == "hide":
+        try:
+            await api.hide(event.id)
+        except (GraphAPIError, UnclearResponse) as exc:
+            action, error = "flag", f"could not hide it: {exc}"
+            log.warning("instagram: comment %s %s; flagged instead", event.id, error)
+    await record(
+        services,
+        agent_id=runtime.agent_id,
+        action=action,
+        comment_id=event.id,
+        rule=verdict.rule,
+        error=error,
+    )
+    said = "hidden" if action == "hide" else "flagged for review"
+    memory = await runtime.observe(message, reason=f"{said}: {verdict.rule}")
+    memory.content.metadata["moderation"] = {"action": action, "rule": verdict.rule}
+    await runtime.store.update_memory(memory)
+    return {"hidden" if action == "hide" else "flagged": verdict.rule, "message_id": inbound_id}
 
 
 async def _settle_unknown(runtime: Any, replies: list[Memory], sender: ReplySender) -> None:

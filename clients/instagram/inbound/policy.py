@@ -41,7 +41,7 @@ from carrier.types import utcnow
 from clients.instagram.inbound.events import EventKind, InboundEvent
 from clients.instagram.plan import Seconds
 
-__all__ = ["Caps", "ConversationSettings", "Decision", "decide"]
+__all__ = ["Caps", "ConversationSettings", "Decision", "decide", "spam_reason"]
 
 _LINK = re.compile(r"(https?://|www\.)\S+|\b[a-z0-9-]+\.(com|net|org|io|shop|ly|link)\b", re.I)
 _QUESTION_WORDS = re.compile(
@@ -108,7 +108,7 @@ def decide(event: InboundEvent, settings: ConversationSettings, *, own_username:
         if not settings.direct_messages:
             return Decision(False, "direct messages are off (conversations.directMessages)")
         return Decision(True, "direct message")
-    spam = _spam(event.text, settings)
+    spam = spam_reason(event.text, settings)
     if spam:
         return Decision(False, f"spam: {spam}")
     if event.kind is EventKind.MENTION:
@@ -128,14 +128,25 @@ def is_question(text: str) -> bool:
     return "?" in text or bool(_QUESTION_WORDS.match(text))
 
 
-def _spam(text: str, settings: ConversationSettings) -> str | None:
+def spam_reason(
+    text: str,
+    settings: ConversationSettings,
+    *,
+    max_links: int | None = None,
+    links_only: bool = False,
+) -> str | None:
+    """Why ``text`` is spam (a listed phrase, too many links), or ``None``. ``max_links``
+    replaces ``settings.max_links`` (moderation's own limit)."""
     lowered = text.lower()
-    for phrase in settings.spam_phrases:
-        if phrase.lower() in lowered:
-            return f"contains {phrase!r}"
+    if not links_only:
+        for phrase in settings.spam_phrases:
+            if phrase.lower() in lowered:
+                return f"contains {phrase!r}"
+    limit = settings.max_links if max_links is None else max_links
     links = len(_LINK.findall(text))
-    if links > settings.max_links:
-        return f"{links} link(s) (conversations.maxLinks: {settings.max_links})"
+    if links > limit:
+        where = "conversations.maxLinks" if max_links is None else "moderation.maxLinks"
+        return f"{links} link(s) ({where}: {limit})"
     return None
 
 

@@ -15,6 +15,7 @@ from clients.instagram.ftp import FtpMediaHost
 from clients.instagram.graph import GraphAPI, GraphPublisher
 from clients.instagram.post import PublishStates
 from clients.instagram.quota import PublishCounter
+from tests.clients.instagram._conversation_world import make_world  # noqa: F401  (a fixture)
 from tests.clients.instagram.helpers import FTP_PASSWORD, FTP_USER, TOKEN, ManualClock
 
 
