@@ -22,6 +22,8 @@ from carrier.builtin.actions import builtin_actions
 from carrier.builtin.evaluators import FactExtractor
 from carrier.builtin.memory_actions import memory_plugin
 from carrier.builtin.providers import builtin_providers
+from carrier.gates import Load
+from carrier.limits import TurnLimits
 from carrier.llm.base import ChatMessage, ModelProvider, ModelRequest
 from carrier.llm.deadline import model_deadline
 from carrier.llm.parse import ParsedResponse, format_instructions, parse_response
@@ -105,8 +107,7 @@ class AgentRuntime:
         summary_threshold: int = 20,
         memory_tools: bool = False,
         reply_recovery_s: float = RECOVERY_SECONDS,
-        background_workers: int = 2,
-        background_backlog: int = 64,
+        limits: TurnLimits | None = None,
     ) -> None:
         self.character = character
         self.agent_id: str = character.agent_id
@@ -158,10 +159,15 @@ class AgentRuntime:
             ActionManager(),
         ]
         self.closer = EvaluatorStage()
+        limits = limits or TurnLimits()
+        self.gates = limits.gates()
+        """How many turns each busy stage admits at once (:mod:`carrier.gates`); the message
+        stage enters its gate itself, around its hooks and embedding only (its should-respond
+        question to the model waits on the model alone)."""
         self.background = BackgroundWork(
             name=f"agent {self.character.name}",
-            workers=background_workers,
-            backlog=background_backlog,
+            workers=limits.background_workers,
+            backlog=limits.background_backlog,
             deadline_s=model.deadline,  # as long as a turn's, counted from the job's start
         )
         """Evaluators that run after the turn (:mod:`carrier.background`)."""
@@ -271,8 +277,13 @@ class AgentRuntime:
         return report.found
 
     # -- turns ----------------------------------------------------------------------------------
+    def load(self) -> Load:
+        """How many turns wait at the gates and how long a new one would wait: a client asks
+        before it hands a message over (the API answers 429 when :attr:`Load.overloaded`)."""
+        return self.gates.load()
+
     async def handle(
-        self, message: Message, *, on_chunk: ChunkCallback | None = None
+        self, message: Message, *, on_chunk: ChunkCallback | None = None, pause: float = 0.0
     ) -> TurnResult:
         """Run one inbound message through the pipeline and return what to send.
 
@@ -282,14 +293,24 @@ class AgentRuntime:
         cancelled turn leaves it ``received`` for :meth:`recover`. Replies come back stored
         ``pending``, the message ``pending`` with them, until the client delivers them
         (:meth:`Outbox.deliver`).
+
+        Busy stages admit a few turns at a time, in order of arrival (:attr:`gates`); ``pause``
+        (seconds) holds the turn after its message is stored and before it queues for its room:
+        a client's back-pressure when :meth:`load` says the agent is overloaded.
         """
         turn = Turn(runtime=self, message=message, on_chunk=on_chunk)
         timings: dict[str, float] = {}
+        waits: dict[str, float] = {}
         turn.trace["timings_ms"] = timings  # where the turn's time went, stage by stage
+        turn.trace["waits_ms"] = waits  # ...of which queued at the stage's gate
         started = time.perf_counter()
-        inbound = await self.message_manager.receive(turn)
+        async with self.gates.enter("store", waits):
+            inbound = await self.message_manager.receive(turn)
         timings["receive"] = _ms_since(started)
         assert turn.room is not None
+        if pause > 0:
+            turn.trace["paused_ms"] = round(pause * 1000, 3)
+            await asyncio.sleep(pause)
         slot = self._rooms.setdefault(turn.room.id, _RoomSlot())
         slot.latest = inbound.id
         slot.users += 1
@@ -303,16 +324,20 @@ class AgentRuntime:
                     return self._result(turn)
                 try:
                     # One deadline for every model call of the turn, from here: the answer, its
-                    # repair, the answer after tools, the evaluators' (carrier.llm.deadline).
+                    # repair, the answer after tools (carrier.llm.deadline).
                     with model_deadline(self.model.deadline):
                         for stage in self.stages:
                             started = time.perf_counter()
-                            await stage.process(turn)
+                            # The message stage enters its own gate (see ``gates``).
+                            gate = None if stage is self.message_manager else stage.name
+                            async with self.gates.enter(gate, waits):
+                                await stage.process(turn)
                             timings[stage.name] = _ms_since(started)
                             if turn.ended:
                                 break
                         started = time.perf_counter()
-                        await self.closer.process(turn)
+                        async with self.gates.enter(self.closer.name, waits):
+                            await self.closer.process(turn)
                         timings[self.closer.name] = _ms_since(started)
                         # Last, so that the hooks see the whole turn (its timings included).
                         await run_hooks(
@@ -356,7 +381,9 @@ class AgentRuntime:
         history and is recalled later, with no model call and no reply. For traffic a client
         sees but passes over (a channel where the bot answers only when mentioned). It never
         supersedes a turn waiting in its room."""
-        return await self.message_manager.observe(Turn(runtime=self, message=message), reason)
+        # Stored and embedded like a turn's message, so it passes the message stage's gate.
+        async with self.gates.enter(self.message_manager.name):
+            return await self.message_manager.observe(Turn(runtime=self, message=message), reason)
 
     def _result(self, turn: Turn) -> TurnResult:
         assert turn.inbound is not None

@@ -90,6 +90,26 @@ class Settings(BaseSettings):
     reply_recovery_seconds: float = Field(default=120.0, gt=0, le=86400)
     """How long after it was written a reply a stopped process left unsent is still sent when
     the agent starts again; an older one is marked failed (``not delivered within N s``)."""
+    gate_store: int = Field(default=8, ge=0, le=10_000)
+    """Per agent: turns storing their message at once (0: no bound); see
+    :class:`carrier.limits.TurnLimits`."""
+    gate_message: int = Field(default=16, ge=0, le=10_000)
+    """Per agent: turns in the message stage (hooks, embedding) at once (0: no bound)."""
+    gate_state: int = Field(default=8, ge=0, le=10_000)
+    """Per agent: turns composing their state (recent messages, recall) at once (0: no bound)."""
+    gate_evaluate: int = Field(default=8, ge=0, le=10_000)
+    """Per agent: turns recording their replies at once (0: no bound)."""
+    model_concurrency: int = Field(default=0, ge=0, le=10_000)
+    """Per agent: answers being asked of the model at once (0: no cap)."""
+    overload_wait: float = Field(default=5.0, gt=0, le=3600)
+    """Seconds a new message may be expected to queue before an agent counts as overloaded:
+    the API then answers 429 with ``Retry-After`` (storing nothing); Discord shows the typing
+    indicator and pauses the turn briefly."""
+    background_workers: int = Field(default=2, ge=1, le=64)
+    """Per agent: fact extractions and summaries running at once, after their turns."""
+    background_backlog: int = Field(default=64, ge=1, le=100_000)
+    """Per agent: background jobs waiting (one per evaluator and room); beyond it the oldest
+    is dropped, and caught up by its room's next turn."""
     job_lease_seconds: float = Field(default=10.0, gt=0, le=3600)
     """How long a job worker's claim holds without renewal; the worker renews it every third of
     that while the job runs, so after a worker dies another takes its jobs over within about

@@ -171,13 +171,33 @@ class MessageManager:
         if turn.inbound.status is not MemoryStatus.RECEIVED:
             turn.end(f"already {turn.inbound.status.value}", status=turn.inbound.status)
             return
+        # The hooks and the embedding pass the stage's gate (a few turns at a time, in order of
+        # arrival); the should-respond question, a model call, waits on the model only.
+        async with rt.gates.enter(self.name, turn.trace.get("waits_ms")):
+            if not await self._prepare(turn):
+                return
+        respond, reason = await self._should_respond(turn)
+        turn.should_respond, turn.respond_reason = respond, reason
+        turn.trace["message"] = {
+            "inbound_id": turn.inbound.id,
+            "room_id": turn.room.id,
+            "should_respond": respond,
+            "reason": reason,
+            "embedded": turn.inbound.embedding is not None,
+        }
+        if not respond:
+            turn.end(reason)
 
+    async def _prepare(self, turn: Turn) -> bool:
+        """The before_inbound hooks, then the message's vector; False if a hook ended the turn."""
+        rt = turn.runtime
+        assert turn.inbound is not None
         hook = await run_hooks(
             rt.registry.hooks_for(HookPoint.BEFORE_INBOUND), HookPoint.BEFORE_INBOUND, turn
         )
         if hook.action == "reject":
             turn.end(f"rejected by hook: {hook.reason}")
-            return
+            return False
 
         if turn.text != turn.inbound.content.text:
             # A hook changed the text: the turn (and later turns' history) uses the new text; the
@@ -193,18 +213,7 @@ class MessageManager:
             turn.inbound.embedding = vector.tolist()
             turn.inbound.embedding_model = rt.embedder.model_id
             await rt.store.update_memory(turn.inbound)
-
-        respond, reason = await self._should_respond(turn)
-        turn.should_respond, turn.respond_reason = respond, reason
-        turn.trace["message"] = {
-            "inbound_id": turn.inbound.id,
-            "room_id": turn.room.id,
-            "should_respond": respond,
-            "reason": reason,
-            "embedded": turn.inbound.embedding is not None,
-        }
-        if not respond:
-            turn.end(reason)
+        return True
 
     async def _should_respond(self, turn: Turn) -> tuple[bool, str]:
         """ElizaOS's policy: direct input, mentions and replies always answer; other room traffic

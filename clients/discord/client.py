@@ -51,6 +51,10 @@ log = logging.getLogger(__name__)
 
 _CONVERSATION_TYPES = {discord.MessageType.default, discord.MessageType.reply}
 
+OVERLOAD_PAUSE_S = 1.0
+"""How long a turn pauses (after its message is stored) when the agent is overloaded: the
+queue drains a little before it joins, and the person sees the bot typing meanwhile."""
+
 
 @dataclass
 class ClientStats:
@@ -66,6 +70,8 @@ class ClientStats:
     """Discord messages sent (a long reply counts once per part)."""
     errors: int = 0
     rate_limited: int = 0
+    overloaded: int = 0
+    """Turns paused because the agent was overloaded (never refused: see ``overload_pause``)."""
     ignored: Counter[str] = field(default_factory=Counter)
 
 
@@ -99,6 +105,8 @@ class DiscordClient(Client):
         self._task: asyncio.Task[None] | None = None
         self._closing = False
         self._tracker = ClientStateTracker()
+        self.overload_pause = OVERLOAD_PAUSE_S
+        """Seconds a turn waits, once its message is stored, when the agent is overloaded."""
         self.bot = build_bot(self.config, discord_options or {})
         quiet_reconnect_tracebacks()
         self._connection = Reconnector(
@@ -439,9 +447,16 @@ class DiscordClient(Client):
         async def on_chunk(_: str) -> None:
             typing.start()  # not addressed: show typing once the model has decided to answer
 
+        # Overloaded (a turn would queue longer than the agent's bound), a person is not
+        # refused, as the API refuses a caller: the message is stored at once as always, then
+        # the turn pauses briefly before it queues, the typing indicator on if it was addressed.
+        pause = 0.0
+        if self.runtime.load().overloaded:
+            self.stats.overloaded += 1
+            pause = self.overload_pause
         self.stats.turns += 1
         try:
-            result = await self.runtime.handle(inbound, on_chunk=on_chunk)
+            result = await self.runtime.handle(inbound, on_chunk=on_chunk, pause=pause)
         finally:
             await typing.stop()
         failure = failure_of(result)

@@ -77,11 +77,18 @@ _STREAM_DOC = (
     "`failed`, the operator's `reason`)."
 )
 _UNAVAILABLE: dict[int | str, dict[str, Any]] = {
+    429: {
+        "model": ErrorBody,
+        "description": "Rate limited (`rate_limited`), or the agent is overloaded (`overloaded`: "
+        "a message sent now would wait longer than `CARRIER_OVERLOAD_WAIT`; nothing was "
+        "stored); retry after the number of seconds in Retry-After.",
+        "headers": {"Retry-After": {"schema": {"type": "integer"}, "description": "Seconds."}},
+    },
     503: {
         "model": ErrorBody,
         "description": "The model gave no usable answer (`model_unavailable`): `message` is the "
         "apology to show; retry after `Retry-After` seconds when given.",
-    }
+    },
 }
 
 
@@ -110,6 +117,7 @@ async def post_message(
         raise ApiError(403, "forbidden", "include_thought needs the admin token")
     await state.manager.get(agent_id)
     runtime = state.manager.runtime(agent_id)
+    _refuse_if_overloaded(state, runtime)  # before anything is read or stored
     body, attachment = await _read_message(request, state, agent_id)
     user = body.user_id or who.name
     message = Message(
@@ -136,6 +144,25 @@ async def post_message(
     # it), so the replies are sent; a caller that lost the connection finds them in the history.
     await runtime.outbox.deliver(result.replies)
     return out
+
+
+def _refuse_if_overloaded(state: ApiState, runtime: AgentRuntime) -> None:
+    """429 ``overloaded`` with ``Retry-After`` when a message sent now would queue longer than
+    the agent's bound (``CARRIER_OVERLOAD_WAIT``): a caller told to come back is better off
+    than one kept waiting, and nothing of the refused message is stored."""
+    load = runtime.load()
+    if not load.overloaded:
+        return
+    state.metrics.error("overloaded")
+    wait = max(1, math.ceil(load.wait_s))
+    raise ApiError(
+        429,
+        "overloaded",
+        f"{runtime.character.name} has {load.waiting} message(s) waiting and would take about "
+        f"{wait} s to start on this one (the bound is {load.limit_s:g} s); nothing was stored: "
+        f"send it again after {wait} s",
+        headers={"Retry-After": str(wait)},
+    )
 
 
 async def _read_message(

@@ -149,3 +149,4 @@ async def harness(tmp_path: Path) -> AsyncIterator[Harness]:
             yield h
         finally:
             await h.close()
+            await runtime.background.close(grace=0)  # its jobs end before the store closes

@@ -1,0 +1,161 @@
+"""Admission to a turn's busy stages: small FIFO gates, and what they say about the load.
+
+Under load, every turn of an agent used to run every stage at once: 200 conversations meant 200
+turns storing, embedding and recalling together, each stage taking seconds instead of
+milliseconds, and throughput fell as conversations grew. A :class:`Gate` lets ``size`` turns
+into a stage and queues the rest in order of arrival (fair across rooms: a turn's place is its
+arrival, and one turn per room runs at a time anyway), so the turns inside finish at their idle
+pace and the queue moves. The model call passes no CPU gate: it waits on the model only (or on
+an optional cap of concurrent model calls).
+
+The gates also know the load: how many turns wait, and roughly how long a turn arriving now
+would wait (each gate's queue times its recent hold time, over its size). Clients use it to
+answer overload: the API refuses a message it could not answer in time (429 with
+``Retry-After``) before storing it; Discord never refuses, it shows the typing indicator and
+pauses the turn briefly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+__all__ = ["Gate", "Gates", "Load"]
+
+_SMOOTHING = 0.2
+"""Weight of the newest hold time in a gate's running mean."""
+
+
+class Gate:
+    """At most ``size`` holders at once; the others wait in arrival order. ``size`` 0: no bound
+    (holders are still counted, and timed)."""
+
+    def __init__(self, name: str, size: int) -> None:
+        if size < 0:
+            raise ValueError(f"gate {name!r}: size must be 0 (no bound) or more, not {size}")
+        self.name = name
+        self.size = size
+        self.holders = 0
+        self.peak = 0
+        """The most holders seen at once (for tests and benchmarks)."""
+        self.entered = 0
+        self.hold_s = 0.0
+        """Running mean of how long a holder stays (seconds)."""
+        self._timed = 0
+        self._waiters: deque[asyncio.Future[None]] = deque()
+        self._grew = asyncio.Event()
+
+    @property
+    def waiting(self) -> int:
+        return len(self._waiters)
+
+    async def queued(self, n: int) -> None:
+        """Return once at least ``n`` turns wait here (tests and benchmarks watch the queue
+        with it instead of polling)."""
+        while len(self._waiters) < n:
+            self._grew.clear()
+            await self._grew.wait()
+
+    def wait_estimate(self) -> float:
+        """Seconds a turn arriving now would likely wait here."""
+        if self.size == 0 or (self.holders < self.size and not self._waiters):
+            return 0.0
+        return (len(self._waiters) + 1) * self.hold_s / self.size
+
+    @asynccontextmanager
+    async def enter(self) -> AsyncIterator[None]:
+        await self._acquire()
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            held = time.perf_counter() - started
+            self._timed += 1
+            first = self._timed == 1
+            self.hold_s = held if first else self.hold_s + _SMOOTHING * (held - self.hold_s)
+            self._release()
+
+    async def _acquire(self) -> None:
+        if self.size == 0 or (self.holders < self.size and not self._waiters):
+            self._take()
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        self._grew.set()
+        try:
+            await waiter  # resolved by a release, which hands its place over (no barging)
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self._release()  # the place was handed over just as the turn was cancelled
+            else:
+                self._waiters.remove(waiter)
+            raise
+        self.entered += 1
+
+    def _take(self) -> None:
+        self.holders += 1
+        self.entered += 1
+        self.peak = max(self.peak, self.holders)
+
+    def _release(self) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)  # the place passes on: holders stays as it is
+                return
+        self.holders -= 1
+
+
+@dataclass(frozen=True)
+class Load:
+    """What an agent's gates say about its load, now."""
+
+    waiting: int
+    """Turns queued at a gate."""
+    wait_s: float
+    """Roughly how long a turn arriving now would queue before its stages (seconds)."""
+    limit_s: float
+    """The longest wait the agent takes on; beyond it, it is overloaded."""
+
+    @property
+    def overloaded(self) -> bool:
+        return self.wait_s > self.limit_s
+
+
+class Gates:
+    """An agent's gates by stage name."""
+
+    def __init__(self, sizes: Mapping[str, int], *, limit_s: float) -> None:
+        self.by_name = {name: Gate(name, size) for name, size in sizes.items()}
+        self.limit_s = limit_s
+
+    def get(self, name: str) -> Gate | None:
+        return self.by_name.get(name)
+
+    @asynccontextmanager
+    async def enter(
+        self, name: str | None, waits: dict[str, float] | None = None
+    ) -> AsyncIterator[None]:
+        """Hold the gate ``name`` (a stage with no gate passes at once); how long the turn
+        queued for it goes into ``waits`` (milliseconds, by gate name)."""
+        gate = self.by_name.get(name) if name is not None else None
+        if gate is None:
+            yield
+            return
+        started = time.perf_counter()
+        async with gate.enter():
+            if waits is not None:
+                waits[gate.name] = round((time.perf_counter() - started) * 1000, 3)
+            yield
+
+    def load(self) -> Load:
+        gates = self.by_name.values()
+        return Load(
+            waiting=sum(g.waiting for g in gates),
+            wait_s=sum(g.wait_estimate() for g in gates),
+            limit_s=self.limit_s,
+        )
