@@ -202,6 +202,7 @@ class InstagramClient(Client):
         plan's schedules again. The publisher keeps its connection settings until restart."""
         self.config = new if isinstance(new, InstagramConfig) else parse_config(new)
         await self.sync_schedules()
+        await self.sync_poll()
         return self.config
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -221,6 +222,7 @@ class InstagramClient(Client):
             ", dry run" if self.dry_run else "",
         )
         await self.sync_schedules()
+        await self.sync_poll()
         await self.queue_waiting_uploads()
         self._voice(register=True)
 
@@ -270,6 +272,52 @@ class InstagramClient(Client):
             again=again,
             fence=fence,
             moderation=self.config.moderation,
+        )
+
+    async def sync_poll(self) -> Schedule | None:
+        """Keep the ``instagram.poll`` schedule as ``conversations.poll`` says (stored when
+        enabled, deleted when not); ``None`` without a job store or when polling is off."""
+        from carrier.jobs.schedule import IntervalSpec
+        from clients.instagram.inbound.poller import POLL_JOB_KIND, poll_schedule_name
+
+        jobs = self.jobs
+        if jobs is None:
+            return None
+        await jobs.open()
+        name = poll_schedule_name(self.agent_id)
+        poll = self.config.conversations.poll
+        if not poll.enabled or not self.config.conversations.enabled:
+            await jobs.delete_schedule(name)
+            return None
+        schedule = Schedule(
+            name=name,
+            kind=POLL_JOB_KIND,
+            spec=IntervalSpec(min_s=poll.interval),
+            agent_id=self.agent_id,
+            max_attempts=1,
+        )
+        return await jobs.put_schedule(schedule)
+
+    async def poll(self, *, jobs: JobStore, now: datetime) -> dict[str, Any]:
+        """One polling round (the ``instagram.poll`` job): new comments and DMs stored as
+        ``instagram.inbound`` jobs."""
+        from clients.instagram.graph.conversations import ConversationAPI
+        from clients.instagram.inbound.poller import poll_once
+
+        if self.publisher is None:
+            await self.start()
+        api = getattr(self.publisher, "api", None)
+        if api is None:
+            from carrier.jobs.errors import PermanentFailure
+
+            raise PermanentFailure("polling needs the Graph API (publisher: graph)")
+        return await poll_once(
+            api=ConversationAPI(api),
+            store=self.runtime.store,
+            jobs=jobs,
+            agent_id=self.agent_id,
+            media=self.config.conversations.poll.media,
+            now=now,
         )
 
     async def unhide(self, comment_id: str, *, actor: str) -> None:

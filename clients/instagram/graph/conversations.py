@@ -106,6 +106,20 @@ class ConversationAPI:
         )
         return str(body.get("message_id") or "")
 
+    async def conversations(self) -> list[str]:
+        """The ids of the account's conversations (``GET /{ig-user-id}/conversations``)."""
+        found = await self.api._call(
+            "GET", f"{self.ig_user_id}/conversations", params={"platform": "instagram"}
+        )
+        return [str(c["id"]) for c in found.get("data") or [] if c.get("id")]
+
+    async def messages(self, conversation_id: str) -> list[dict[str, Any]]:
+        """A conversation's messages, newest first."""
+        body = await self.api._call(
+            "GET", conversation_id, params={"fields": f"messages{{{_MESSAGE_FIELDS}}}"}
+        )
+        return list((body.get("messages") or {}).get("data") or [])
+
     async def thread(self, user_id: str) -> list[dict[str, Any]]:
         """The messages between the account and a person, newest first (empty: none yet)."""
         found = await self.api._call(

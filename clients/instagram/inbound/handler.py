@@ -1,4 +1,5 @@
-"""The ``instagram.inbound`` job: one comment, mention or DM answered by its agent.
+"""The ``instagram.inbound`` job: one comment, mention or DM answered by its agent; and the
+``instagram.poll`` job that finds them without webhooks (:mod:`.poller`).
 
 The webhook receiver stores each event as a job (:mod:`.webhook`); a worker that runs the
 agent's Instagram client claims it and answers it (:func:`.conversation.answer_event`). A worker
@@ -23,6 +24,7 @@ from carrier.jobs.errors import Defer, PermanentFailure
 from carrier.jobs.handler import JobContext
 from carrier.jobs.model import Job
 from carrier.jobs.service import JobService
+from clients.instagram.inbound.poller import POLL_JOB_KIND
 from clients.instagram.inbound.webhook import INBOUND_JOB_KIND, AccountIndex, event_of
 
 __all__ = ["InboundJobs", "register_inbound_jobs"]
@@ -52,6 +54,13 @@ class InboundJobs:
             event, again=job.attempts > 1 or job.crashes > 0, fence=ctx.ensure_held
         )
 
+    async def poll(self, job: Job, ctx: JobContext) -> Mapping[str, Any] | None:
+        """``instagram.poll``: new comments and DMs stored as ``instagram.inbound`` jobs."""
+        if job.agent_id is None:
+            raise PermanentFailure("the instagram.poll job names no agent")
+        client = await self._client(job.agent_id)
+        return await client.poll(jobs=ctx.store, now=ctx.now())
+
     async def _client(self, agent_id: str) -> Any:
         from clients.instagram.client import InstagramClient
 
@@ -79,4 +88,5 @@ def register_inbound_jobs(service: JobService, manager: Any) -> InboundJobs:
     :func:`clients.instagram.jobs.register_instagram_jobs`)."""
     handlers = InboundJobs(manager)
     service.worker.register(INBOUND_JOB_KIND, handlers.inbound, max_concurrent=4)
+    service.worker.register(POLL_JOB_KIND, handlers.poll, max_concurrent=1)
     return handlers

@@ -19,6 +19,7 @@ reason in its metadata) so the room's history has no gaps::
           maxRepliesPerHour: 30
           maxRepliesPerPost: 20      # per post, per rolling 24 h
           personCooldown: 10m
+          poll: {enabled: false, interval: 5m, media: 10}   # without webhooks: see poller.py
 
 The caps are counted in the Store (rolling windows kept in a setting per agent), so a restart
 keeps them.
@@ -41,7 +42,7 @@ from carrier.types import utcnow
 from clients.instagram.inbound.events import EventKind, InboundEvent
 from clients.instagram.plan import Seconds
 
-__all__ = ["Caps", "ConversationSettings", "Decision", "decide", "spam_reason"]
+__all__ = ["Caps", "ConversationSettings", "Decision", "PollSettings", "decide", "spam_reason"]
 
 _LINK = re.compile(r"(https?://|www\.)\S+|\b[a-z0-9-]+\.(com|net|org|io|shop|ly|link)\b", re.I)
 _QUESTION_WORDS = re.compile(
@@ -58,12 +59,26 @@ DEFAULT_SPAM = (
 )
 
 
-class ConversationSettings(BaseModel):
-    """The ``clientConfig.instagram.conversations`` section."""
-
+class _Section(BaseModel):
     model_config = ConfigDict(
         extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True
     )
+
+
+class PollSettings(_Section):
+    """``conversations.poll``: look for new comments and DMs without webhooks (a deployment
+    with no public URL). Each round reads the recent media's comments and the conversations:
+    ``2 + media + conversations`` calls, so the default (every 5 minutes, 10 media) stays far
+    inside the Graph API's 200 calls per hour."""
+
+    enabled: bool = False
+    interval: Seconds = Field(default=300.0, ge=60)
+    media: int = Field(default=10, ge=1, le=50)
+    """How many of the newest posts' comments are read."""
+
+
+class ConversationSettings(_Section):
+    """The ``clientConfig.instagram.conversations`` section."""
 
     enabled: bool = True
     comments: Literal["questions", "all", "none"] = "questions"
@@ -82,6 +97,7 @@ class ConversationSettings(BaseModel):
     """Replies under one post within a rolling 24 h."""
     person_cooldown: Seconds = Field(default=600.0, ge=0)
     """After answering someone, their next comments within this time are not answered."""
+    poll: PollSettings = Field(default_factory=PollSettings)
 
     @field_validator("ignore_accounts")
     @classmethod
