@@ -244,9 +244,15 @@ class InstagramClient(Client):
             registry.unregister(VOICE_PLUGIN)
 
     async def answer(
-        self, event: InboundEvent, *, again: bool = False, fence: Fence | None = None
+        self,
+        event: InboundEvent,
+        *,
+        again: bool = False,
+        fence: Fence | None = None,
+        approved: str | None = None,
     ) -> dict[str, Any]:
-        """Answer a comment, mention or DM once (the ``instagram.inbound`` job); its result."""
+        """Answer a comment, mention or DM once (the ``instagram.inbound`` job); its result.
+        ``approved``: the reply text a human approved (with ``conversations.approval``)."""
         from clients.instagram.graph.conversations import ConversationAPI
         from clients.instagram.inbound.conversation import answer_event
 
@@ -272,6 +278,7 @@ class InstagramClient(Client):
             again=again,
             fence=fence,
             moderation=self.config.moderation,
+            approved=approved,
         )
 
     async def sync_poll(self) -> Schedule | None:

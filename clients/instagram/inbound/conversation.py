@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from carrier.jobs.errors import AwaitApproval
 from carrier.outbox import INTERRUPTED
 from carrier.pipeline.generate import failure_of
 from carrier.types import (
@@ -87,10 +88,13 @@ async def answer_event(
     again: bool,
     fence: Any = None,
     moderation: ModerationSettings | None = None,
+    approved: str | None = None,
 ) -> dict[str, Any]:
     """Answer ``event`` once; the job's result. ``again``: an earlier run of this job may have
     done part of it (a retry or a takeover); ``fence``: the job's lease check, called right
-    before anything is sent."""
+    before anything is sent. With ``settings.approval``, the replies wait for a human
+    (:class:`~carrier.jobs.errors.AwaitApproval`) unless ``approved`` carries the approved
+    reply text (the job was approved, perhaps with an edit)."""
     if event.kind is EventKind.MENTION and not event.text:
         event = await _read_mention(api, event)
     message = to_message(event)
@@ -114,6 +118,8 @@ async def answer_event(
     replies = await _replies(runtime, message, stored)
     if isinstance(replies, dict):
         return replies
+    if settings.approval:
+        await _approval(runtime, event, replies, approved, settings)
     unsent = [r for r in replies if r.status is MemoryStatus.PENDING]
     sender = ReplySender(
         api,
@@ -173,6 +179,47 @@ async def _replies(
             "message_id": result.inbound_id,
         }
     return list(result.replies)
+
+
+async def _approval(
+    runtime: Any,
+    event: InboundEvent,
+    replies: list[Memory],
+    approved: str | None,
+    settings: ConversationSettings,
+) -> None:
+    """Park the replies for a human, or take the approved (maybe edited) text."""
+    if approved is None:
+        raise AwaitApproval(
+            reason="the Instagram reply waits for approval",
+            payload={
+                "reply": "\n\n".join(r.content.text for r in replies),
+                "answers": {"kind": event.kind.value, "from": event.username, "text": event.text},
+            },
+            expires_in_s=settings.approval_expiry,
+        )
+    if not replies:
+        return
+    first = replies[0]
+    if approved.strip() and approved != "\n\n".join(r.content.text for r in replies):
+        first.content.text = approved.strip()
+        first.content.metadata["edited_in_approval"] = True
+        await runtime.store.update_memory(first)
+        for later in replies[1:]:  # the approved text is the whole answer
+            await runtime.store.set_memory_status(
+                later.id,
+                MemoryStatus.FAILED,
+                error="left out: the reply approved with an edit replaces it",
+                expect=[MemoryStatus.PENDING, MemoryStatus.FAILED],
+            )
+            later.status = MemoryStatus.FAILED
+    stale = runtime.outbox.stale_reason
+    for reply in replies:  # a restart while it waited failed it as undelivered: it goes now
+        failed = reply.status is MemoryStatus.FAILED and reply.error == stale
+        if failed and await runtime.store.set_memory_status(
+            reply.id, MemoryStatus.PENDING, expect=[MemoryStatus.FAILED]
+        ):
+            reply.status = MemoryStatus.PENDING
 
 
 async def _moderated(

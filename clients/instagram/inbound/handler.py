@@ -50,8 +50,12 @@ class InboundJobs:
                 "character, then retry this job"
             )
         client = await self._client(agent_id)
+        approved = str(job.payload.get("reply") or "") if job.approved else None
         return await client.answer(
-            event, again=job.attempts > 1 or job.crashes > 0, fence=ctx.ensure_held
+            event,
+            again=job.attempts > 1 or job.crashes > 0 or job.approved,
+            fence=ctx.ensure_held,
+            approved=approved,
         )
 
     async def poll(self, job: Job, ctx: JobContext) -> Mapping[str, Any] | None:

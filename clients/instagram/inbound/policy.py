@@ -20,6 +20,8 @@ reason in its metadata) so the room's history has no gaps::
           maxRepliesPerPost: 20      # per post, per rolling 24 h
           personCooldown: 10m
           poll: {enabled: false, interval: 5m, media: 10}   # without webhooks: see poller.py
+          approval: none             # required: each reply waits for a human
+          approvalExpiry: 6h
 
 The caps are counted in the Store (rolling windows kept in a setting per agent), so a restart
 keeps them.
@@ -40,7 +42,7 @@ from pydantic.alias_generators import to_camel
 from carrier.memory.base import Store
 from carrier.types import utcnow
 from clients.instagram.inbound.events import EventKind, InboundEvent
-from clients.instagram.plan import Seconds
+from clients.instagram.plan import Approval, Seconds
 
 __all__ = ["Caps", "ConversationSettings", "Decision", "PollSettings", "decide", "spam_reason"]
 
@@ -98,6 +100,11 @@ class ConversationSettings(_Section):
     person_cooldown: Seconds = Field(default=600.0, ge=0)
     """After answering someone, their next comments within this time are not answered."""
     poll: PollSettings = Field(default_factory=PollSettings)
+    approval: Approval = False
+    """``required``: each reply waits for a human (``/jobs/{id}/approve``, with an edited
+    ``reply`` if wanted) before it is sent; ``none`` (default): replies go at once."""
+    approval_expiry: Seconds = Field(default=6 * 3600.0, gt=0)
+    """A reply not approved within this time is never sent."""
 
     @field_validator("ignore_accounts")
     @classmethod

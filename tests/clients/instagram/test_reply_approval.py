@@ -1,0 +1,69 @@
+"""Replies that wait for a human (``conversations.approval: required``), over loopback: nothing
+reaches the fake Graph API until the job is approved through the API; an approval with an
+edited reply sends the edit, even after a restart failed the waiting reply as undelivered."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from carrier.jobs import JobState
+from carrier.types import MemoryStatus
+from tests.clients.instagram._conversation_world import ADMIN, COMMENT_REPLY, World
+
+AUTH = {"Authorization": f"Bearer {ADMIN}"}
+
+
+async def test_nothing_is_sent_until_the_reply_is_approved(make_world: Callable[..., Any]) -> None:
+    w: World = await make_world({"approval": "required", "approvalExpiry": "2h"})
+    talk = w.graph.conversations
+    media = w.graph.add_media()
+    comment = talk.person_comments(media, "what film is this?", user_id="u1", username="ana")
+    await w.graph.webhooks.deliver(w.graph.webhooks.comment(comment), http=w.http)
+
+    await w.service.worker.drain()
+
+    [job] = await w.inbound_jobs()
+    assert job.state is JobState.AWAITING_APPROVAL and job.approval_expires_at is not None
+    assert job.payload["reply"] == COMMENT_REPLY
+    assert job.payload["answers"]["text"] == "what film is this?"
+    assert talk.replies_to(comment.id) == [] and talk.reply_calls == 0
+
+    approved = await w.http.post(f"{w.url}/jobs/{job.id}/approve", headers=AUTH)
+    assert approved.status_code == 200, approved.text
+    await w.service.worker.drain()
+
+    assert [r.text for r in talk.replies_to(comment.id)] == [COMMENT_REPLY]
+    assert (await w.jobs.get(job.id)).state is JobState.SUCCEEDED  # type: ignore[union-attr]
+
+
+async def test_an_edited_approval_is_sent_even_after_a_restart_failed_the_waiting_reply(
+    make_world: Callable[..., Any],
+) -> None:
+    w: World = await make_world({"approval": "required"})
+    talk = w.graph.conversations
+    media = w.graph.add_media()
+    comment = talk.person_comments(media, "where was this?", user_id="u2", username="bo")
+    await w.graph.webhooks.deliver(w.graph.webhooks.comment(comment), http=w.http)
+    await w.service.worker.drain()
+    [job] = await w.inbound_jobs()
+    [reply] = [
+        m for m in await w.memories() if m.status is MemoryStatus.PENDING and m.content.in_reply_to
+    ]
+    # What the next start's recovery does to a reply left unsent for longer than its window:
+    stale = "not delivered within 120 s; the process stopped"
+    assert await w.store.set_memory_status(reply.id, MemoryStatus.FAILED, error=stale)
+
+    edited = {**job.payload, "reply": "lisbon, from the ferry. thank you!"}
+    approved = await w.http.post(
+        f"{w.url}/jobs/{job.id}/approve", json={"payload": edited}, headers=AUTH
+    )
+    assert approved.status_code == 200, approved.text
+    await w.service.worker.drain()
+
+    assert [r.text for r in talk.replies_to(comment.id)] == ["lisbon, from the ferry. thank you!"]
+    sent = await w.store.get_memory(reply.id)
+    assert sent is not None and sent.status is MemoryStatus.SENT
+    assert sent.content.metadata["edited_in_approval"] is True
+    inbound = await w.store.get_memory(reply.content.in_reply_to or "")
+    assert inbound is not None and inbound.status is MemoryStatus.PROCESSED
