@@ -45,6 +45,8 @@ ASSETS: dict[str, str] = {
     "chat.js": "text/javascript; charset=utf-8",
     "revisions.js": "text/javascript; charset=utf-8",
     "health.js": "text/javascript; charset=utf-8",
+    "charts.js": "text/javascript; charset=utf-8",
+    "overview.js": "text/javascript; charset=utf-8",
     "main.js": "text/javascript; charset=utf-8",
 }
 """The files under ``/console/assets/``, with their media types (nothing else is served)."""

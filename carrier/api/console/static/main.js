@@ -5,6 +5,7 @@ import { Chat } from "./chat.js";
 import { PersonaForm, clearProblems, markProblem } from "./persona.js";
 import { clientNodes, showHealth } from "./health.js";
 import { History, conflictText, headRevision, timeNode } from "./revisions.js";
+import { Overview } from "./overview.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -43,6 +44,7 @@ const HEALTH_EVERY_MS = 10_000; // clients' states change on their own: read the
 const persona = new PersonaForm($("pane-form"));
 // The server's word on an agent wins: when a message finds it not running, read the state again.
 const chat = new Chat({ describe, onConflict: () => refreshAgents({ keepStatus: true }) });
+const overview = new Overview({ describe });
 const history = new History({
   describe,
   confirm: (text) => window.confirm(text),
@@ -84,6 +86,7 @@ function askForToken() {
   state.health = null;
   state.healthError = null;
   showHealth($("service-health"), null, null);
+  overview.clear();
   state.agentsError = new ApiError(401, { error: "unauthorized", message: TOKEN_HELP });
   say("agents-status", TOKEN_HELP, "warn");
   showTokenState();
@@ -203,6 +206,8 @@ async function refreshAgents({ keepStatus = false } = {}) {
   await healthRead;
   showTokenState();
   renderAgents();
+  if (state.agentsError === null) overview.refresh(state.agents, state.health);
+  else overview.clear();
 }
 
 function replaceAgent(agent) {
@@ -484,10 +489,16 @@ $("new-persona").addEventListener("click", () => {
   $(activeTab() === "raw" ? "raw" : "f-name").focus();
 });
 
-// Clients connect, drop and come back by themselves: their states are read again now and then.
-setInterval(() => {
-  if (!document.hidden && token.get() && state.agentsError === null) refreshHealth();
+// Clients connect, drop and come back by themselves: their states are read again now and then,
+// and the overview's figures with them.
+setInterval(async () => {
+  if (!document.hidden && token.get() && state.agentsError === null) {
+    await refreshHealth();
+    overview.refresh(state.agents, state.health);
+  }
 }, HEALTH_EVERY_MS);
+
+$("overview-refresh").addEventListener("click", () => refreshAgents({ keepStatus: true }));
 
 // --- start ----------------------------------------------------------------------------------------
 
