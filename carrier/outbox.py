@@ -117,6 +117,9 @@ class Recovery:
     """Fresh replies left for their client to send once it is connected."""
     expired: int = 0
     """Replies too old to send: failed, ``not delivered within N s``."""
+    resumable: list[Memory] = field(default_factory=list)
+    """With ``resume``: messages with no reply stored, still fresh, left ``received`` for the
+    client that takes their platform over to run again (:meth:`Outbox.recover`)."""
 
 
 class Outbox:
@@ -146,6 +149,9 @@ class Outbox:
         """What this process settled, from when: a platform's replies left before that moment
         are the previous holder's (:meth:`redeliver`)."""
         self._expiries: set[asyncio.Task[None]] = set()
+        self.on_delivered: Callable[[Sequence[Memory]], None] | None = None
+        """Called with the replies of each :meth:`deliver` once their delivery is over (the
+        runtime queues their vectors: :mod:`carrier.reply_vectors`)."""
 
     @property
     def stale_reason(self) -> str:
@@ -197,6 +203,8 @@ class Outbox:
             for inbound_id in dict.fromkeys(r.content.in_reply_to for r in replies):
                 if inbound_id:
                     await self.close(inbound_id)
+            if self.on_delivered is not None and replies:
+                self.on_delivered(replies)
         return sent
 
     async def fail(self, inbound_id: str, reason: str) -> int:
@@ -239,14 +247,17 @@ class Outbox:
 
     # -- after a stop ------------------------------------------------------------------------
     async def recover(
-        self, *, platforms: Platforms = EVERY, since: datetime | None = None
+        self, *, platforms: Platforms = EVERY, since: datetime | None = None, resume: bool = False
     ) -> Recovery:
         """Settle the messages of ``platforms`` a previous process left unfinished (``received``
         or ``pending``, written before ``since``: this process's start by default, or the
         moment it took a platform's connection over). Run at agent start, before the clients
         connect, and when a connection is taken over, before that client connects.
 
-        - no reply stored: the message is failed, ``interrupted``;
+        - no reply stored: the message is failed, ``interrupted``; or, with ``resume`` (the
+          caller's client can run a message again: Discord fetches it and answers it as if it
+          had just come), when it is still fresh, left ``received`` in ``resumable`` for that
+          client (one not resumed in time is failed once its window ends, as unsent replies are);
         - a reply claimed (``sending``) by the stopped process: it may or may not have gone
           out, so it is made ``pending`` again and sent once more (Discord recognises the
           resend by its nonce and does not post it twice);
@@ -274,6 +285,9 @@ class Outbox:
                     continue
                 report.found += 1
                 replies = await self.replies_of(inbound.id)
+                if not replies and resume and not self._stale(inbound):
+                    report.resumable.append(inbound)
+                    continue
                 if not replies:
                     await self.store.set_memory_status(
                         inbound.id, MemoryStatus.FAILED, error=INTERRUPTED, expect=list(_OPEN)
@@ -283,9 +297,19 @@ class Outbox:
                 for reply in replies:
                     await self._settle(reply, report, since)
                 await self.close(inbound.id)
-            if report.waiting:
+            if report.waiting or report.resumable:
                 self._schedule_expiry(platforms, since)
             return report
+
+    async def interrupt(self, messages: Sequence[Memory], why: str = INTERRUPTED) -> int:
+        """Fail messages left ``received`` for a resumption that will not happen (their client
+        did not start, or cannot run them again). Returns how many were failed."""
+        failed = 0
+        for inbound in messages:
+            failed += await self.store.set_memory_status(
+                inbound.id, MemoryStatus.FAILED, error=why, expect=[MemoryStatus.RECEIVED]
+            )
+        return failed
 
     async def _settle(self, reply: Memory, report: Recovery, since: datetime) -> None:
         if reply.status is MemoryStatus.SENDING and reply.updated_at < since:
@@ -366,6 +390,17 @@ class Outbox:
                 statuses=[MemoryStatus.PENDING],
                 agent_only=True,
                 before=since or self.since,
+            )
+            # Messages left for a resumption that did not happen in their window.
+            unrun = await self._all(
+                kinds=[MemoryKind.MESSAGE],
+                statuses=[MemoryStatus.RECEIVED],
+                exclude_agent=True,
+                before=since or self.since,
+            )
+            await self.interrupt(
+                [m for m in unrun if platforms.admits(m) and self._stale(m)],
+                f"{INTERRUPTED}; not run again within {self.window_s:.0f} s",
             )
             stale = [r for r in left if r.content.source in platforms and self._stale(r)]
             if platforms.where is not None:

@@ -14,7 +14,9 @@ Which turns a process settles after a stop follows what it serves (:class:`~carr
 Platforms`): at an agent's start, every platform but the leased ones when it serves the API and
 starts clients (one process: as before leases existed), the API's and the terminal's when it
 starts no clients (the web process), its unleased clients' when it serves no API (a worker); a
-leased platform's when its lease is taken, from that moment on, before its client connects.
+leased platform's when its lease is taken, from that moment on, before its client connects;
+then the messages the previous holder left unanswered, still fresh, go to the new client to run
+again when it can (a ``resume`` method), and are failed when it cannot.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from carrier.clients import (
 )
 from carrier.fleet.presence import process_id
 from carrier.outbox import Platforms
+from carrier.types import Memory
 
 if TYPE_CHECKING:
     from carrier.agents.manager import AgentManager
@@ -157,17 +160,45 @@ class Connections:
             running.skipped[name] = f"no '{client_name}' client is installed in this version"
             return
         part = self._parts.get((agent_id, name))
+        left: list[Memory] = []
         if lease is not None:
             holding = await (await self._get_leases()).want(lease, (agent_id, name))
             if not holding.held:
                 running.skipped[name] = describe_elsewhere(holding)
                 return
-            scope = Platforms.of(client_name, where=part.covers if part else None)
-            running.interrupted += await running.runtime.recover(
-                platforms=scope, since=holding.since
+            left = await self._settle(agent_id, name, running, part, holding.since)
+        if not await self._launch(agent_id, name, running, factory, part, left):
+            await running.runtime.outbox.interrupt(left)
+            if lease is not None:
+                await self.drop(agent_id, name)
+
+    async def _settle(
+        self,
+        agent_id: str,
+        name: str,
+        running: Running,
+        part: ConnectionPart | None,
+        since: datetime | None,
+    ) -> list[Memory]:
+        """Settle what the lease's previous holder left on this platform (or part), before
+        this process's client connects; the messages it left unanswered and still fresh are
+        returned, for the client to run again (:meth:`carrier.outbox.Outbox.recover`)."""
+        scope = Platforms.of(client_of_slot(name), where=part.covers if part else None)
+        report = await running.runtime.outbox.recover(platforms=scope, since=since, resume=True)
+        running.interrupted += report.found
+        if report.found:
+            log.warning(
+                "%s: %d message(s) were left unfinished on %s by its previous holder: %d to run "
+                "again, %d failed with no reply, %d reply(ies) left to send, %d too old (failed)",
+                running.runtime.character.name,
+                report.found,
+                name,
+                len(report.resumable),
+                report.interrupted,
+                report.waiting,
+                report.expired,
             )
-        if not await self._launch(agent_id, name, running, factory, part) and lease is not None:
-            await self.drop(agent_id, name)
+        return report.resumable
 
     async def _launch(
         self,
@@ -176,12 +207,20 @@ class Connections:
         running: Running,
         factory: ClientFactory,
         part: ConnectionPart | None,
+        left: list[Memory],
     ) -> bool:
+        """Build and start the client; give it the messages ``left`` to run again once
+        connected when it can (a ``resume(messages)`` method), else fail them now."""
         try:
             config = await self.manager.effective_client_config(agent_id, client_of_slot(name))
             if part is not None:
                 config = {**config, **part.config}
             client = factory(running.runtime, config, self.manager.environ)
+            resume = getattr(client, "resume", None)
+            if left and callable(resume):
+                resume(left)
+            elif left:
+                await running.runtime.outbox.interrupt(left)
             await client.start()
         except ClientUnavailable as exc:
             running.skipped[name] = str(exc)

@@ -22,17 +22,14 @@ import discord
 from discord import app_commands
 
 from carrier.clients import Client, ClientRefused, ClientState, ClientStateTracker, ClientStatus
-from carrier.errors import ClientError
 from carrier.jobs.model import Job
-from carrier.outbox import reply_id
 from carrier.pipeline.generate import failure_of
-from carrier.types import Memory, RoomKind
+from carrier.types import Memory
 from clients.discord.approval import ApprovalDesk
 from clients.discord.commands import SlashHandler, add_commands
 from clients.discord.config import DiscordConfig, DiscordPolicy, parse_config
 from clients.discord.connection import build_bot, quiet_reconnect_tracebacks
 from clients.discord.convert import (
-    PLATFORM,
     channel_of,
     mentions_me,
     replies_to_me,
@@ -42,8 +39,8 @@ from clients.discord.errors import describe_start_failure, real_error
 from clients.discord.policy import BotLoopGuard, Facts, RateLimiter, Verdict, gate, observed
 from clients.discord.reactions import store_reaction
 from clients.discord.reconnect import Reconnector
-from clients.discord.sender import Typing, send_parts, send_reply
-from clients.discord.shards import within_shards
+from clients.discord.resume import LeftBehind
+from clients.discord.sender import Typing, send_reply
 
 __all__ = ["ClientStats", "DiscordClient"]
 
@@ -107,6 +104,8 @@ class DiscordClient(Client):
         self._tracker = ClientStateTracker()
         self.overload_pause = OVERLOAD_PAUSE_S
         """Seconds a turn waits, once its message is stored, when the agent is overloaded."""
+        self._left = LeftBehind(self)
+        """What a previous holder of the connection left: messages and replies."""
         self.bot = build_bot(self.config, discord_options or {})
         quiet_reconnect_tracebacks()
         self._connection = Reconnector(
@@ -267,10 +266,11 @@ class DiscordClient(Client):
             len(self.bot.guilds),
         )
         self._connection.up()
-        # Replies a stopped process stored but did not send, still fresh: sent now, once. In the
-        # background, tracked like a turn (``stop`` waits for it); after a reconnect it finds
-        # what is left, which is nothing once they are sent.
-        task = asyncio.create_task(self._redeliver(), name="discord-redeliver")
+        # What a stopped process left, still fresh: its unanswered messages run again, its
+        # unsent replies sent, once (clients/discord/resume.py). In the background, tracked like
+        # a turn (``stop`` waits for it); after a reconnect it finds what is left, which is
+        # nothing once they are done.
+        task = asyncio.create_task(self._left.settle(), name="discord-redeliver")
         self._inflight.add(task)
         task.add_done_callback(self._inflight.discard)
 
@@ -282,68 +282,10 @@ class DiscordClient(Client):
         if not self._closing:
             self._connection.down()
 
-    async def _redeliver(self) -> None:
-        try:
-            # A client running some shards of its bot sends what was left in those shards'
-            # guilds only: the others' are their holders' to send.
-            sharding = self.config.sharding
-            where = (
-                within_shards(*sharding)
-                if sharding is not None and len(sharding[0]) < sharding[1]
-                else None
-            )
-            sent = await self.runtime.outbox.redeliver(PLATFORM, self._send_left, where=where)
-        except Exception:
-            self.stats.errors += 1
-            log.exception("discord: sending the replies left by a previous stop failed")
-            return
-        if sent:
-            log.info("discord: sent %d reply(ies) a previous stop left unsent", sent)
-
-    async def _send_left(self, reply: Memory) -> None:
-        """Send a reply whose turn ran in a process that stopped: to its room's channel, as a
-        Discord reply to the message it answers (when that still exists)."""
-        store = self.runtime.store
-        room = await store.get_room(reply.room_id)
-        if room is None:
-            raise ClientError(f"room {reply.room_id} is not stored; cannot find its channel")
-        inbound = await store.get_memory(reply.content.in_reply_to or "")
-        author = await self._author_of(inbound)
-        channel_id = int(room.platform_id)
-        channel: Any = self.bot.get_channel(channel_id)
-        if channel is None and room.kind is RoomKind.DM and author is not None:
-            channel = await self.bot.create_dm(discord.Object(id=author))  # not cached yet
-        if channel is None:
-            channel = await self.bot.fetch_channel(channel_id)
-        if not isinstance(channel, discord.abc.Messageable):
-            raise ClientError(f"Discord channel {channel_id} does not take messages")
-        answered = inbound.content.metadata.get("platform_message_id") if inbound else None
-        first = reply.id == reply_id(reply.content.in_reply_to or "", 0)
-        reference = (
-            discord.MessageReference(
-                message_id=int(answered), channel_id=channel_id, fail_if_not_exists=False
-            )
-            if answered and first
-            else None
-        )
-        guild = getattr(channel, "guild", None)
-        sent = await send_parts(
-            channel,
-            reply.content.text,
-            self.policy_for(guild),
-            reference=reference,
-            author=author,
-            key=reply.id,
-        )
-        self._count_sent(reply, sent)
-
-    async def _author_of(self, inbound: Memory | None) -> int | None:
-        if inbound is None:
-            return None
-        entity = await self.runtime.store.get_entity(inbound.entity_id)
-        return (
-            int(entity.platform_id) if entity is not None and entity.platform_id.isdigit() else None
-        )
+    def resume(self, messages: list[Memory]) -> None:
+        """Run these messages, which a previous holder of the connection left unanswered,
+        again once connected (:mod:`clients.discord.resume`)."""
+        self._left.add(messages)
 
     async def _on_error(self, event: str, *args: Any, **kwargs: Any) -> None:
         self.stats.errors += 1

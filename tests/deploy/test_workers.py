@@ -270,10 +270,11 @@ async def test_two_workers_hold_one_connection_and_hand_it_over_on_kill_and_on_s
         posting = asyncio.create_task(traffic.run(TOTAL))
         try:
             await until(lambda: traffic.stored >= BEFORE_KILL, "traffic reaches the owner", *procs)
+            identified = watch.identifies()[discord.token]
             fleet.procs[first].kill()
             killed_at = time.monotonic()
             await until(
-                lambda: watch.identifies()[discord.token] == 2,
+                lambda: watch.identifies()[discord.token] > identified,
                 f"{other} takes the connection over",
                 *procs,
             )
@@ -314,10 +315,13 @@ async def test_two_workers_hold_one_connection_and_hand_it_over_on_kill_and_on_s
         # A third worker joins; the owner stops gracefully and hands the connection over.
         await fleet.start_workers("worker-c")
         assert await fleet.owner() == other
+        # (Counted from here: under a heavy load a holder may have lost its lease and taken it
+        # again meanwhile, an identify more.)
+        identified = watch.identifies()[discord.token]
         stopping = time.monotonic()
         assert fleet.procs[other].stop() == 0, fleet.procs[other].output[-3000:]
         await until(
-            lambda: watch.identifies()[discord.token] == 3,
+            lambda: watch.identifies()[discord.token] > identified,
             "worker-c takes the connection over",
             *fleet.procs.values(),
         )

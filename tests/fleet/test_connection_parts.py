@@ -245,3 +245,57 @@ async def test_the_web_shows_each_part_as_the_worker_running_it_reports_it(hosts
     await two.reports.publish()
     shown = merge_elsewhere(local, await web.reports.elsewhere(record.id))
     assert {s.process for s in shown.values()} == {"worker-2"} and len(shown) == PARTS
+
+
+class ResumingClient(PartClient):
+    """A client that can run again what the previous holder left (as Discord's does)."""
+
+    def __init__(self, agent: str, config: Mapping[str, Any]) -> None:
+        super().__init__(agent, config)
+        self.resumed: list[str] = []
+
+    def resume(self, messages: list[Memory]) -> None:
+        self.resumed += [m.id for m in messages]
+
+
+async def test_a_takeover_hands_fresh_unanswered_messages_to_a_client_that_can_run_them(
+    hosts: Hosts,
+) -> None:
+    factory: PartedFactory = hosts.factory  # type: ignore[assignment]
+    made: list[ResumingClient] = []
+
+    def resuming(runtime: Any, config: Mapping[str, Any], env: Mapping[str, str]) -> Client:
+        client = ResumingClient(runtime.agent_id, config)
+        made.append(client)
+        factory.made.append(client)
+        return client
+
+    resuming.connection_key = factory.connection_key  # type: ignore[attr-defined]
+    resuming.connection_parts = factory.connection_parts  # type: ignore[attr-defined]
+    hosts.factory = resuming  # type: ignore[assignment]
+    one = await hosts.new("worker-1")
+    store = one.store
+    record = await one.create(parse_character(PILOT))
+    fleet = await one.fleet()
+    part_lease = f"conn:chat:account-digest#2/{PARTS}"
+    # A previous holder of part 2 stopped mid-turn: one fresh message, one from long ago.
+    fresh = await _left(store, record.id, 2)
+    at = utcnow() - timedelta(hours=1)
+    old = await store.add_memory(
+        Memory(
+            agent_id=record.id,
+            room_id="room-2",
+            entity_id="ana",
+            content=Content(text="an hour ago", source="chat", metadata={"part": 2}),
+            status=MemoryStatus.RECEIVED,
+            created_at=at,
+            updated_at=at,
+        )
+    )
+    await one.run(record.id)
+    assert await fleet.lease(part_lease) is not None
+    [client] = [c for c in made if c.config["part"] == 2]
+    assert client.resumed == [fresh]  # left received for the client to run again
+    assert await _status(store, fresh) is MemoryStatus.RECEIVED
+    assert await _status(store, old.id) is MemoryStatus.FAILED  # too old to answer now
+    assert all(c.resumed == [] for c in made if c is not client)

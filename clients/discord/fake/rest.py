@@ -90,6 +90,8 @@ class Rest:
         add("GET", r"gateway", self._gateway)
         add("POST", r"channels/(?P<cid>\d+)/messages", self._create_message)
         add("POST", r"channels/(?P<cid>\d+)/typing", self._typing)
+        add("GET", r"channels/(?P<cid>\d+)/messages/(?P<mid>\d+)", self._get_message)
+        add("GET", r"channels/(?P<cid>\d+)", self._get_channel)
         add("POST", r"users/@me/channels", self._open_dm)
         add("PUT", r"applications/\d+/commands", self._sync)
         add("PUT", r"applications/\d+/guilds/(?P<gid>\d+)/commands", self._sync)
@@ -222,6 +224,25 @@ class Rest:
         # Like Discord, the bot's own message comes back to it through the gateway.
         await self.fake.dispatch("MESSAGE_CREATE", message, guild_id=self.fake.guild_of(channel_id))
         return _json(message)
+
+    async def _get_message(self, request: web.Request, match: re.Match[str]) -> web.StreamResponse:
+        message = self.fake.messages.get(int(match["mid"]))
+        if message is None or int(message["channel_id"]) != int(match["cid"]):
+            return _error(404, 10008, "Unknown Message")
+        return _json(message)
+
+    async def _get_channel(self, request: web.Request, match: re.Match[str]) -> web.StreamResponse:
+        from clients.discord.fake.payloads import dm_channel
+
+        cid = int(match["cid"])
+        for guild in self.fake.guilds.values():
+            for data in (*guild.channel_payloads, *guild.thread_payloads):
+                if int(data["id"]) == cid:
+                    return _json(data)
+        for uid, dm in self.fake.dm_channels.items():
+            if dm == cid:
+                return _json(dm_channel(cid, self.fake.users[uid]))
+        return _error(404, 10003, "Unknown Channel")
 
     async def _typing(self, request: web.Request, match: re.Match[str]) -> web.StreamResponse:
         self.typing.append(int(match["cid"]))

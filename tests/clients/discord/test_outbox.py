@@ -7,13 +7,16 @@ process" is a runtime over that file, "a restart" a new runtime and client over 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from carrier.character import Character
 from carrier.memory.fake import HashEmbedder
-from carrier.outbox import reply_id
+from carrier.outbox import Platforms, reply_id
 from carrier.runtime import AgentRuntime
 from carrier.types import Author, Channel, MemoryStatus, Message, RoomKind
-from tests.clients.discord.conftest import CHARACTER, Harness
+from clients.discord import create_client
+from clients.discord.client import DiscordClient
+from tests.clients.discord.conftest import CHARACTER, Harness, xml
 
 SENT, FAILED = MemoryStatus.SENT, MemoryStatus.FAILED
 
@@ -144,3 +147,87 @@ async def test_outbox_a_refused_send_fails_the_reply_and_the_message(harness: Ha
     assert reply_error == "not delivered: 403 Forbidden (error code: 50013): Missing Permissions"
     stored = await h.store.get_memory(inbound.id)
     assert stored is not None and stored.error == reply_error
+
+
+async def stopped_before_answering(h: Harness, text: str) -> tuple[int, str]:
+    """Ana asks in #general; the process stops (its turn cancelled) while the model thinks:
+    the message is stored, ``received``, with no reply. Returns Discord's id and the stored id."""
+    thinking = asyncio.Event()
+    never = asyncio.Event()
+
+    async def slow(request: Any) -> str:
+        thinking.set()
+        await never.wait()
+        return xml("too late")
+
+    h.answer = slow
+    h.decision = "RESPOND"
+    await h.start()
+    posted = await h.fake.post(h.ana, f"{h.mention()} {text}", channel=h.channel("general"),
+                               mentions=[h.fake.bot])  # fmt: skip
+    await asyncio.wait_for(thinking.wait(), 10)
+    for task in list(h.client._inflight):  # the process dies mid-turn
+        task.cancel()
+    await h.client.stop()
+    [inbound] = await h.store.get_memories(agent_id=h.runtime.agent_id, entity_id=h.entity(h.ana))
+    assert inbound.status is MemoryStatus.RECEIVED
+    h.answer = lambda request: xml(f"echo: {request.query}")
+    return int(posted["id"]), inbound.id
+
+
+async def taken_over(h: Harness) -> DiscordClient:
+    """A new process takes the connection over: its recovery leaves the fresh unanswered
+    messages for its client, which runs them again once connected."""
+    h.runtime = restarted(h)
+    await h.runtime.start(recover=Platforms(exclude=frozenset({"discord"})))
+    report = await h.runtime.outbox.recover(platforms=Platforms.of("discord"), resume=True)
+    client = create_client(
+        h.runtime,
+        {},
+        {"DISCORD_API_TOKEN": h.fake.token},
+        discord_options={"guild_ready_timeout": 0.05},
+        ready_timeout=10.0,
+    )
+    client.resume(report.resumable)
+    await client.start()
+    h.clients.append(client)
+    return client
+
+
+async def test_outbox_a_message_left_unanswered_is_answered_once_by_the_next_holder(
+    harness: Harness,
+) -> None:
+    h = harness
+    asked, inbound_id = await stopped_before_answering(h, "when is the jam?")
+    assert h.fake.sent == []
+
+    await taken_over(h)
+    await h.fake.wait_sent(h.channel("general"), 1)
+    await h.fake.wait_until(lambda: not h.client.busy)
+    [sent] = h.fake.sent
+    assert sent.content == "echo: when is the jam?"
+    assert sent.payload["message_reference"]["message_id"] == asked
+    assert await fate(h, inbound_id) == (MemoryStatus.PROCESSED, SENT, None)
+    stored = await h.store.get_memories(agent_id=h.runtime.agent_id, entity_id=h.entity(h.ana))
+    assert [m.id for m in stored] == [inbound_id]  # the same stored message, run again
+
+    # The next holder finds nothing left.
+    await h.client.stop()
+    h.runtime = restarted(h)
+    report = await h.runtime.outbox.recover(platforms=Platforms.of("discord"), resume=True)
+    assert (report.found, report.resumable) == (0, [])
+
+
+async def test_outbox_a_left_message_discord_no_longer_has_is_failed_with_why(
+    harness: Harness,
+) -> None:
+    h = harness
+    asked, inbound_id = await stopped_before_answering(h, "anyone?")
+    h.fake.delete_message(asked)
+
+    await taken_over(h)
+    await h.fake.wait_until(lambda: not h.client.busy)
+    stored = await h.store.get_memory(inbound_id)
+    assert stored is not None and stored.status is FAILED
+    assert stored.error is not None and "Discord no longer has it" in stored.error
+    assert h.fake.sent == []
