@@ -240,6 +240,12 @@ class Client(ABC):
     async def stop(self) -> None:
         """Disconnect cleanly. Safe to call twice."""
 
+    async def abandon(self) -> None:
+        """The connection's lease was lost: another process may connect now, so disconnect at
+        once rather than cleanly (running turns may be cut: the new holder settles, or runs
+        again, what they leave). By default, :meth:`stop`."""
+        await self.stop()
+
     @property
     def state(self) -> ClientState:
         """The connection's state. A client that keeps no connection of its own (a poster that

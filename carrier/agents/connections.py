@@ -274,7 +274,7 @@ class Connections:
                     continue
                 log.warning("agent %s: the %s connection was lost; stopping it", agent_id, name)
                 try:
-                    await client.stop()
+                    await client.abandon()
                 except Exception:
                     log.exception("client %s of agent %s did not stop cleanly", name, agent_id)
 

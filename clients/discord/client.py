@@ -190,6 +190,13 @@ class DiscordClient(Client):
                 self._ready_timeout,
             )
 
+    async def abandon(self) -> None:
+        """The lease was lost: another process may connect the bot now. Close at once (running
+        turns cancelled, their messages left for the new holder to run again) rather than let
+        them finish while two sessions are open."""
+        self._stop_grace = 0.0
+        await self.stop()
+
     def _connection_ended(self, task: asyncio.Task[None]) -> None:
         if task.cancelled():
             return
