@@ -154,6 +154,8 @@ async def run_main(
         if summary:
             _say(summary)
         await jobs.start()
+        if series is not None and series.recorder is not None:  # job outcomes for the charts
+            series.recorder.watch_jobs(lambda: jobs.worker.stats)
         async with _following(follower, seen), Presence(fleet, process_id()):
             if token is not None:
                 from carrier.api import api_server

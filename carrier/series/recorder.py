@@ -22,6 +22,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from carrier.pipeline.base import HookPoint, HookResult, Turn
 from carrier.plugins import Plugin
@@ -52,6 +53,7 @@ log = logging.getLogger(__name__)
 
 PLUGIN_NAME = "carrier-series"
 PRUNE_EVERY_S = 3600.0
+JOB_OUTCOMES = ("succeeded", "retried", "failed", "deferred", "lost")
 
 
 @dataclass(frozen=True)
@@ -92,8 +94,8 @@ class SeriesRecorder:
         self._task: asyncio.Task[None] | None = None
         self._last_prune = 0.0
         self._unsubscribe: Callable[[], None] | None = None
-        self.listeners: list[Callable[[], None]] = []
-        """Called after each flush that read the spending back (the budgets' cue)."""
+        self._job_stats: Callable[[], Any] | None = None
+        self._job_seen: dict[str, int] = {}
 
     # -- counting (no I/O) -------------------------------------------------------------------
     def count(self, agent: str, name: str, value: float = 1.0, *, at: float | None = None) -> None:
@@ -126,9 +128,28 @@ class SeriesRecorder:
                 self.count(agent, latency_name(stage, ms), at=now)
             self.count(agent, latency_name(TOTAL_STAGE, sum(timings_ms.values())), at=now)
 
-    def observe_job(self, agent: str | None, outcome: str) -> None:
-        """A job ended (``succeeded``, ``failed``, ``cancelled``...)."""
-        self.count(agent or "", f"{JOBS}{outcome}")
+    def observe_job(self, agent: str | None, outcome: str, count: int = 1) -> None:
+        """Jobs ended (``succeeded``, ``failed``, ``retried``...)."""
+        self.count(agent or "", f"{JOBS}{outcome}", count)
+
+    def watch_jobs(self, stats: Callable[[], Any]) -> None:
+        """Count job outcomes from a worker's running totals (``JobService.worker.stats``):
+        at each flush, what grew since the last one is added as ``jobs.succeeded``,
+        ``jobs.retried``, ``jobs.failed``, ``jobs.deferred``, ``jobs.lost`` (not tied to an
+        agent). Reading the totals keeps the worker free of any knowledge of the series."""
+        self._job_stats = stats
+        self._job_seen = {name: int(getattr(stats(), name, 0)) for name in JOB_OUTCOMES}
+
+    def _count_jobs(self) -> None:
+        if self._job_stats is None:
+            return
+        now = self._job_stats()
+        for name in JOB_OUTCOMES:
+            value = int(getattr(now, name, 0))
+            grown = value - self._job_seen.get(name, 0)
+            if grown > 0:
+                self.observe_job(None, name, grown)
+            self._job_seen[name] = value
 
     def _redacted(self, event: RedactionEvent) -> None:
         self.count("", REDACTIONS, event.count)
@@ -173,6 +194,7 @@ class SeriesRecorder:
         """Write what is buffered, in one write, then read this month's spending back. A write
         that fails keeps the counts for the next flush."""
         async with self._flush_lock:
+            self._count_jobs()
             pending, self._pending = self._pending, defaultdict(float)
             written = dict(self._unsaved_cost)  # the cost in ``pending`` (and written before)
             if pending:
@@ -187,8 +209,6 @@ class SeriesRecorder:
                     )
                     return
             await self._read_spending(written)
-        for listener in list(self.listeners):
-            listener()
 
     async def _read_spending(self, written: Mapping[tuple[int, str], float]) -> None:
         """Read this month's cost back from the store; ``written`` (in it now) is no longer

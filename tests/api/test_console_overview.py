@@ -110,6 +110,7 @@ async def test_console_overview_charts_move_and_budget_pauses(
             await expect(page.locator("#chart-latency-p95 .chart-legend")).to_contain_text(
                 "generate:"
             )
+            await expect(page.locator("#chart-jobs .chart-legend")).to_contain_text("succeeded: 0")
 
             sent = await http.post(f"/{pilot}/message", json={"text": "and the wind?"})
             assert sent.status_code == 200

@@ -174,3 +174,30 @@ async def test_recorder_hook_counts_a_real_turn(tmp_path: object, series: Series
     assert got["cost_usd"] == pytest.approx(result.usage.cost_usd)
     stages = await series.select(Step.DAY, now - 86_400, now + 86_400, prefixes=["latency."])
     assert {r.name.split(".")[1] for r in stages} >= {"receive", "generate", "turn"}
+
+
+async def test_recorder_counts_job_outcomes_and_redactions(series: SeriesStore) -> None:
+    from carrier.jobs._run import WorkerStats
+    from carrier.safety.redact import Redactor
+
+    stats = WorkerStats(succeeded=5, failed=1)  # before the recorder watched: not counted
+    recorder = SeriesRecorder(series, clock=Clock())
+    recorder.watch_jobs(lambda: stats)
+    await recorder.start()
+    try:
+        stats.succeeded += 3
+        stats.failed += 1
+        stats.retried += 2
+        Redactor(learns=False).report("model", 2, ["openai key"])
+        await recorder.flush()
+        stats.succeeded += 1
+        await recorder.flush()
+    finally:
+        await recorder.aclose()
+    rows = await series.select(Step.DAY, D, D + 86_400, names=["redactions"], prefixes=["jobs."])
+    assert {(r.agent, r.name): r.value for r in rows} == {
+        ("", "jobs.failed"): 1,
+        ("", "jobs.retried"): 2,
+        ("", "jobs.succeeded"): 4,
+        ("", "redactions"): 2,
+    }

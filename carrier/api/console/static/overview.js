@@ -17,6 +17,7 @@ function el(tag, props = {}, ...children) {
 
 const STAGES = ["message", "state", "generate", "actions", "evaluate"];
 const DAYS = 14;
+const JOBS = ["succeeded", "retried", "failed"];
 
 function query(params) {
   const search = new URLSearchParams();
@@ -106,16 +107,17 @@ export class Overview {
     try {
       const now = Math.floor(Date.now() / 1000);
       const days = new Date((now - (DAYS - 1) * 86_400) * 1000).toISOString().slice(0, 10);
-      const [summary, turns, latency, spend, trouble] = await Promise.all([
+      const [summary, turns, latency, spend, trouble, jobs] = await Promise.all([
         call("GET", "/metrics/summary"),
         call("GET", query({ name: "turns", group: "total" })),
         call("GET", query({ name: ["turn", ...STAGES].map((s) => `latency.${s}`), group: "total" })),
         call("GET", query({ name: ["cost_usd", "tokens.prompt", "tokens.completion"], step: "day", from: `${days}T00:00:00Z` })),
         call("GET", query({ name: ["errors", "redactions"], group: "total" })),
+        call("GET", query({ name: JOBS.map((j) => `jobs.${j}`), group: "total", step: "day", from: `${days}T00:00:00Z` })),
       ]);
       this.say("");
       this.renderTable(agents, health, summary);
-      this.renderCharts(agents, { turns, latency, spend, trouble });
+      this.renderCharts(agents, { turns, latency, spend, trouble, jobs });
     } catch (error) {
       if (error instanceof ApiError && error.code === "series_unavailable") {
         this.say(`No figures: ${error.message}.`, "warn");
@@ -170,7 +172,7 @@ export class Overview {
     $("overview-line").textContent = `${parts.join(" · ")}.`;
   }
 
-  renderCharts(agents, { turns, latency, spend, trouble }) {
+  renderCharts(agents, { turns, latency, spend, trouble, jobs }) {
     const name = (id) => agents.find((a) => a.id === id)?.name || id || "no agent";
     const perAgent = (body, series) =>
       body.lines.filter((l) => l.name === series).map((l) => ({ label: name(l.agent_id), points: l.points }));
@@ -207,6 +209,12 @@ export class Overview {
     drawChart($("chart-errors"), {
       title: "Errors and redactions per minute (last hour)",
       lines: [...total(trouble, "errors", "errors"), ...total(trouble, "redactions", "redactions")],
+    });
+    drawChart($("chart-jobs"), {
+      title: `Job outcomes per day (last ${DAYS} days)`,
+      lines: JOBS.flatMap((j) => total(jobs, `jobs.${j}`, j)),
+      kind: "bars",
+      step: "day",
     });
   }
 }
