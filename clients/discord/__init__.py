@@ -96,6 +96,8 @@ def connection_key(
 
 create_client.connection_key = connection_key  # type: ignore[attr-defined]
 create_client.connection_parts = connection_parts  # type: ignore[attr-defined]
+# What POST /clients/discord/config (and the console) validate a configuration against.
+create_client.config_model = DiscordConfig  # type: ignore[attr-defined]
 
 
 async def sync_commands(token: str, guild_id: int | str | None = None) -> list[str]:

@@ -106,3 +106,7 @@ def create_client(
             f"the Instagram client needs {what}, which is not installed: {install_hint(what)}"
         ) from exc
     return client
+
+
+# What POST /clients/instagram/config (and the console) validate a configuration against.
+create_client.config_model = InstagramConfig  # type: ignore[attr-defined]

@@ -149,3 +149,30 @@ async def test_app_mounts_extra_routers_and_hides_bugs_behind_a_generic_500(
         assert wrong.status_code == 405 and wrong.headers["allow"] == "GET, POST"
     metrics = app.state.api.metrics.render()
     assert 'carrier_errors_total{source="http"} 1' in metrics
+
+
+async def test_platform_client_configs_are_checked_against_their_models(
+    make_manager: Callable[..., AgentManager],
+    settings: Settings,
+    api_settings: Any,
+    make_client: Callable[..., httpx.AsyncClient],
+) -> None:
+    from clients.discord import create_client as discord
+    from clients.instagram import create_client as instagram
+
+    manager = make_manager(settings, client_factories={"discord": discord, "instagram": instagram})
+    async with make_client(create_app(manager, settings, api_settings=api_settings)) as client:
+        bad = await client.post("/clients/discord/config", json={"allowedChannels": [{"id": 1}]})
+        assert bad.status_code == 422, bad.text
+        assert bad.json()["problems"][0]["path"] == "allowedChannels"
+        assert (await client.get("/clients/discord/config")).json()["config"] == {}  # not stored
+
+        # One channel id alone is a list of one (what the Discord model reads it as).
+        ok = await client.post("/clients/discord/config", json={"allowedChannels": 5})
+        assert (ok.status_code, ok.json()["validated"]) == (200, True)
+
+        wrong = await client.post("/clients/instagram/config", json={"publisher": "fax"})
+        assert wrong.status_code == 422 and wrong.json()["problems"][0]["path"] == "publisher"
+        right = await client.post("/clients/instagram/config", json={"publisher": "instagrapi"})
+        assert right.status_code == 200 and right.json()["validated"] is True
+    await manager.close()
