@@ -260,7 +260,7 @@ async def _settle_unknown(runtime: Any, replies: list[Memory], sender: ReplySend
     stale = runtime.outbox.stale_reason
     for reply in replies:
         failed = reply.status is MemoryStatus.FAILED and reply.error == stale
-        if failed and await sender.on_platform(reply.content.text):
+        if failed and await sender.on_platform(sender.text_of(reply)):
             await runtime.store.set_memory_status(
                 reply.id, MemoryStatus.SENT, expect=[MemoryStatus.FAILED]
             )

@@ -61,8 +61,19 @@ class ReplySender:
         self.found: int = 0
         """Replies found already on the platform (not sent again)."""
 
-    async def __call__(self, reply: Memory) -> None:
+    def text_of(self, reply: Memory) -> str:
+        """What is posted: in a comment's thread (a reply to a reply), the reply goes under the
+        thread's first comment, so it names the person it answers."""
         text = reply.content.text
+        event = self.event
+        if event.kind is EventKind.COMMENT and event.parent_id and not self.private:
+            handle = f"@{event.username}" if event.username else ""
+            if handle and not text.lower().startswith(handle.lower()):
+                return f"{handle} {text}"
+        return text
+
+    async def __call__(self, reply: Memory) -> None:
+        text = self.text_of(reply)
         if self.check_first and await self.on_platform(text):
             self.found += 1
             return
@@ -79,7 +90,7 @@ class ReplySender:
             elif self.private:
                 self.sent.append(await self.api.private_reply(event.id, text))
             else:
-                self.sent.append(await self.api.reply(event.id, text))
+                self.sent.append(await self.api.reply(event.parent_id or event.id, text))
         except GraphAPIError as exc:
             if outside_window(exc):
                 raise OutsideWindow(
@@ -118,7 +129,7 @@ class ReplySender:
             replies = (await self.api.mentioned_comment(event.id)).get("replies") or {}
             items = list(replies.get("data") or [])
         else:
-            items = await self.api.replies(event.id)
+            items = await self.api.replies(event.parent_id or event.id)
         return any(
             _from(c) == self.api.ig_user_id and caption_fingerprint(str(c.get("text"))) == mine
             for c in items

@@ -54,6 +54,7 @@ VERIFY_TOKEN_ENV = "INSTAGRAM_WEBHOOK_VERIFY_TOKEN"
 INBOUND_JOB_KIND = "instagram.inbound"
 ACCOUNT_ID_SECRET = "INSTAGRAM_BUSINESS_ACCOUNT_ID"
 _INDEX_TTL_S = 30.0
+_UNKNOWN_RETRY_S = 5.0
 
 
 class AccountIndex:
@@ -66,10 +67,9 @@ class AccountIndex:
         self._read_at = float("-inf")
 
     async def agent_for(self, account_id: str) -> str | None:
-        fresh = time.monotonic() - self._read_at < _INDEX_TTL_S
-        if account_id not in self._agents and fresh and self._agents:
-            fresh = False  # an account we do not know yet: look again (a new agent)
-        if not fresh:
+        age = time.monotonic() - self._read_at
+        # An account not known yet (a new agent) is looked for again, at most every few seconds.
+        if age >= _INDEX_TTL_S or (account_id not in self._agents and age >= _UNKNOWN_RETRY_S):
             await self._read()
         return self._agents.get(account_id)
 
