@@ -199,7 +199,7 @@ async def serve_main(
     from carrier.assemble import default_embedder, open_store
     from carrier.audit.host import open_host_audit
     from carrier.jobs.service import JobService
-    from carrier.series.host import open_host_series
+    from carrier.series.host import HostSeries, open_host_series
 
     check_bind(host, settings)
     check_port(host, port)  # before the store opens
@@ -220,8 +220,9 @@ async def serve_main(
         fleet=fleet,
     )
     audit = await open_host_audit(settings, manager.services)
-    series = await open_host_series(settings, manager)
+    series: HostSeries | None = None
     try:
+        series = await open_host_series(settings, manager)
         follower = Follower(manager)
         seen = await follower.mark()
         for agent_id in await manager.resume():
@@ -241,7 +242,8 @@ async def serve_main(
             )
     finally:
         await manager.close()
-        await series.aclose()
+        if series is not None:
+            await series.aclose()
         await audit.aclose()
         await jobs.store.close()
         await fleet.close()

@@ -106,9 +106,10 @@ class Exceeded:
     def reason(self) -> str:
         whose = "the agent's" if self.scope == "agent" else "the global"
         span = "today" if self.period == "day" else "this month"
+        period = "daily" if self.period == "day" else "monthly"
         return (
-            f"{whose} {self.period}ly budget is spent: ${self.spent_usd:.4f} of "
-            f"${self.limit_usd:.2f} {span}; policy {self.policy}"
+            f"{whose} {period} budget is spent: ${self.spent_usd:.4f} of "
+            f"${self.limit_usd:g} {span}; policy {self.policy}"
         )
 
 
@@ -225,6 +226,12 @@ class Budgets:
         when = now.strftime("%Y-%m-%d" if exceeded.period == "day" else "%Y-%m")
         key = (agent_id, exceeded.scope, exceeded.period, exceeded.limit_usd, when)
         if key not in self._noticed:
+            # What was said on other days or months will not be asked again.
+            self._noticed = {
+                k
+                for k in self._noticed
+                if k[4] in (now.strftime("%Y-%m-%d"), now.strftime("%Y-%m"))
+            }
             self._noticed.add(key)
             log.warning("agent %s: %s", agent_id, exceeded.reason)
             if self._notice is not None:

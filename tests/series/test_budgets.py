@@ -187,3 +187,13 @@ async def test_budget_invalid_stops_the_agent_from_starting(host: Host) -> None:
     record = await host.manager.create(character({"dailyUsd": "a lot"}))
     with pytest.raises(ConfigError, match=r"settings\.budget\.dailyUsd"):
         await host.manager.start(record.id)
+
+
+async def test_budget_applies_after_an_edit_swaps_the_model(host: Host) -> None:
+    agent_id = await host.agent(character())
+    assert not (await host.say(agent_id)).offline
+    edited = character({"dailyUsd": 0.001, "policy": "offline"})
+    await host.manager.update(agent_id, edited)  # a new revision: the model is chosen again
+    later = await host.say(agent_id, "weather?")
+    assert later.offline  # the edited budget, on the swapped-in model
+    assert "Clear skies from the examples." in later.text
