@@ -100,17 +100,9 @@ async def test_two_workers_split_a_sharded_bot_and_take_a_dead_ones_shard_over(
     watch = ShardWatch(discord)
     watcher = asyncio.create_task(watch.run())
     fleet = Fleet(env, discord)
-    await fleet.start_web()
-    await fleet.start_workers("worker-a", "worker-b")
-    await fleet.open()
-    procs = tuple(fleet.procs.values())
+    procs = await fleet.start("worker-a", "worker-b")
     try:
-        async with fleet.api() as api:
-            created = await api.post("/agents", json=PILOT)
-            assert created.status_code == 201, created.text
-            agent_id = created.json()["id"]
-            started = await api.post(f"/agents/{agent_id}/start")
-            assert started.status_code == 200, started.text
+        await fleet.start_agent(PILOT)
         await until(
             lambda: (
                 sorted(s.shard for s in discord.gateway.sessions if s.ready)

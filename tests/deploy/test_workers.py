@@ -198,6 +198,23 @@ class Fleet:
         for name in names:
             await self.procs[name].wait_for("running (Ctrl-C to stop)")
 
+    async def start(self, *workers: str) -> tuple[CarrierProcess, ...]:
+        """The web, then the workers, then the test's view of the store; every process."""
+        await self.start_web()
+        await self.start_workers(*workers)
+        await self.open()
+        return tuple(self.procs.values())
+
+    async def start_agent(self, character: dict[str, Any]) -> str:
+        """Create and start an agent through the web's API; its id."""
+        async with self.api() as api:
+            created = await api.post("/agents", json=character)
+            assert created.status_code == 201, created.text
+            agent_id = str(created.json()["id"])
+            started = await api.post(f"/agents/{agent_id}/start")
+            assert started.status_code == 200, started.text
+        return agent_id
+
     def api(self) -> httpx.AsyncClient:
         return httpx.AsyncClient(
             base_url=f"http://127.0.0.1:{self.port}",
@@ -243,17 +260,9 @@ async def test_two_workers_hold_one_connection_and_hand_it_over_on_kill_and_on_s
     watch = Watch(discord)
     watcher = asyncio.create_task(watch.run())
     fleet = Fleet(store_env, discord)
-    await fleet.start_web()
-    await fleet.start_workers("worker-a", "worker-b")
-    await fleet.open()
-    procs = tuple(fleet.procs.values())
+    procs = await fleet.start("worker-a", "worker-b")
     try:
-        async with fleet.api() as api:
-            created = await api.post("/agents", json=PILOT)
-            assert created.status_code == 201, created.text
-            agent_id = created.json()["id"]
-            started = await api.post(f"/agents/{agent_id}/start")
-            assert started.status_code == 200, started.text
+        agent_id = await fleet.start_agent(PILOT)
         await until(lambda: len(discord.gateway.sessions) == 1, "one worker connects", *procs)
         first = await fleet.owner()
         assert first in ("worker-a", "worker-b")

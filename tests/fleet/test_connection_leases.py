@@ -212,17 +212,28 @@ async def test_a_share_is_not_kept_free_for_a_worker_that_never_takes_it(hosts: 
     await until(lambda: len(factory.live()) == 2, "taken after the deferral")
 
 
-async def _left(store: SQLiteStore, agent_id: str, platform: str, *, reply: bool = False) -> str:
+async def left_turn(
+    store: SQLiteStore,
+    agent_id: str,
+    platform: str,
+    *,
+    reply: bool = False,
+    room: str | None = None,
+    text: str = "hello",
+    answer: str = "ahoy",
+    metadata: dict[str, Any] | None = None,
+) -> str:
     """A turn a stopped process left on ``platform``: the message (received, or pending with a
     fresh pending reply)."""
     at = utcnow() - timedelta(seconds=5)
     status = MemoryStatus.PENDING if reply else MemoryStatus.RECEIVED
+    room = room or f"{platform}-room"
     inbound = await store.add_memory(
         Memory(
             agent_id=agent_id,
-            room_id=f"{platform}-room",
+            room_id=room,
             entity_id="ana",
-            content=Content(text="hello", source=platform),
+            content=Content(text=text, source=platform, metadata=dict(metadata or {})),
             status=status,
             created_at=at,
             updated_at=at,
@@ -233,10 +244,10 @@ async def _left(store: SQLiteStore, agent_id: str, platform: str, *, reply: bool
             Memory(
                 id=reply_id(inbound.id, 0),
                 agent_id=agent_id,
-                room_id=f"{platform}-room",
+                room_id=room,
                 entity_id=stable_id(agent_id, "agent"),
                 kind=MemoryKind.MESSAGE,
-                content=Content(text="ahoy", source=platform, in_reply_to=inbound.id),
+                content=Content(text=answer, source=platform, in_reply_to=inbound.id),
                 status=MemoryStatus.PENDING,
                 created_at=at,
                 updated_at=at,
@@ -256,16 +267,16 @@ async def test_each_process_settles_only_what_it_serves(hosts: Hosts) -> None:
     worker = await hosts.new("worker-1", api=False)
     store = web.store
     record = await web.create(parse_character(pilot()))
-    api_left = await _left(store, record.id, "api")
-    chat_left = await _left(store, record.id, "chat")
-    chat_reply_left = await _left(store, record.id, "chat", reply=True)
+    api_left = await left_turn(store, record.id, "api")
+    chat_left = await left_turn(store, record.id, "chat")
+    chat_reply_left = await left_turn(store, record.id, "chat", reply=True)
 
     await web.run(record.id)  # the web serves the API: its turns only
     assert await _status(store, api_left) == (MemoryStatus.FAILED, INTERRUPTED)
     assert (await _status(store, chat_left))[0] is MemoryStatus.RECEIVED
 
     other = await hosts.new("worker-2", api=False)
-    later_api = await _left(store, record.id, "api")
+    later_api = await left_turn(store, record.id, "api")
     await worker.run(record.id)  # takes the connection: settles the chat turns left before
     assert await _status(store, chat_left) == (MemoryStatus.FAILED, INTERRUPTED)
     assert (await _status(store, later_api))[0] is MemoryStatus.RECEIVED  # not a worker's
@@ -281,7 +292,7 @@ async def test_each_process_settles_only_what_it_serves(hosts: Hosts) -> None:
     assert (await _status(store, chat_reply_left))[0] is MemoryStatus.PROCESSED
 
     # A worker that does not hold the connection settles nothing of it.
-    newer = await _left(store, record.id, "chat")
+    newer = await left_turn(store, record.id, "chat")
     await other.run(record.id)
     assert other.client(record.id, "chat") is None
     assert (await _status(store, newer))[0] is MemoryStatus.RECEIVED

@@ -19,9 +19,9 @@ from carrier.character import parse_character
 from carrier.clients import Client, ClientStatus, ConnectionPart, skipped_state, states_of
 from carrier.fleet.presence import WORKER_PREFIX
 from carrier.memory.sqlite import SQLiteStore
-from carrier.outbox import INTERRUPTED, reply_id
-from carrier.types import Content, Memory, MemoryKind, MemoryStatus, stable_id, utcnow
-from tests.fleet.test_connection_leases import Hosts, until
+from carrier.outbox import INTERRUPTED
+from carrier.types import Content, Memory, MemoryStatus, utcnow
+from tests.fleet.test_connection_leases import Hosts, left_turn, until
 
 pytestmark = pytest.mark.asyncio
 
@@ -98,34 +98,16 @@ async def hosts(tmp_path: Path) -> AsyncIterator[Hosts]:
 
 async def _left(store: SQLiteStore, agent_id: str, part: int, *, reply: bool = False) -> str:
     """A turn a stopped process left on ``part`` (received; or pending with a pending reply)."""
-    at = utcnow() - timedelta(seconds=5)
-    status = MemoryStatus.PENDING if reply else MemoryStatus.RECEIVED
-    inbound = await store.add_memory(
-        Memory(
-            agent_id=agent_id,
-            room_id=f"room-{part}",
-            entity_id="ana",
-            content=Content(text=f"hello {part}", source="chat", metadata={"part": part}),
-            status=status,
-            created_at=at,
-            updated_at=at,
-        )
+    return await left_turn(
+        store,
+        agent_id,
+        "chat",
+        reply=reply,
+        room=f"room-{part}",
+        text=f"hello {part}",
+        answer=f"ahoy {part}",
+        metadata={"part": part},
     )
-    if reply:
-        await store.add_memory(
-            Memory(
-                id=reply_id(inbound.id, 0),
-                agent_id=agent_id,
-                room_id=f"room-{part}",
-                entity_id=stable_id(agent_id, "agent"),
-                kind=MemoryKind.MESSAGE,
-                content=Content(text=f"ahoy {part}", source="chat", in_reply_to=inbound.id),
-                status=MemoryStatus.PENDING,
-                created_at=at,
-                updated_at=at,
-            )
-        )
-    return inbound.id
 
 
 async def _status(store: SQLiteStore, memory_id: str) -> MemoryStatus:
