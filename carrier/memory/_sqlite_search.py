@@ -3,7 +3,8 @@
 :class:`~carrier.memory._ranked.RankedSearch` asks for the nearest vectors (from the in-memory
 index once it is loaded and brought up to date from the change log; until then by scoring the
 matching vectors read from the file), the memories best matching a text (an FTS5 table that
-triggers keep in step, searched for the query's rarest words), and the memories of a ranked list.
+triggers keep in step, searched for the query's rarest words; knowledge has a table of its own),
+and the memories of a ranked list.
 """
 
 from __future__ import annotations
@@ -19,13 +20,16 @@ from carrier.memory._ranked import MemoryQuery, RankedSearch, search_index
 from carrier.memory._sqlite_changes import ChangeWatch
 from carrier.memory.hybrid import folded, fts5_match, query_terms, rarest_terms
 from carrier.memory.vector import cosine_top_k, from_blobs
-from carrier.types import ScoredMemory
+from carrier.types import MemoryKind, ScoredMemory
 
 __all__ = ["SQLiteSearch"]
 
 _DOC_COUNT_TTL_S = 300.0
 _DOC_COUNT_CACHE = 50_000
 """Words whose memory counts are kept (for :meth:`SQLiteSearch._doc_counts`), and for how long."""
+_KNOWLEDGE_ONLY = frozenset({MemoryKind.KNOWLEDGE})
+"""Kinds whose text searches read an index of their own (``knowledge_fts``): a turn searches
+knowledge alone, and the index of every memory would rank every message holding its words."""
 
 
 class SQLiteSearch(RankedSearch, ChangeWatch):
@@ -34,8 +38,9 @@ class SQLiteSearch(RankedSearch, ChangeWatch):
 
     def __init__(self, *, path: str | Path, vector_index: bool = True) -> None:
         super().__init__(path=path, vector_index=vector_index)
-        self._doc_count_cache: OrderedDict[str, tuple[int, float]] = OrderedDict()
-        """Word → (memories holding it, when read), for :meth:`_doc_counts`."""
+        self._doc_count_cache: OrderedDict[tuple[str, str], tuple[int, float]] = OrderedDict()
+        """(Vocabulary table, word) → (memories holding it, when read), for
+        :meth:`_doc_counts`."""
 
     async def _vector_hits(
         self, query: MemoryQuery, embedding: Sequence[float], embedding_model: str, k: int
@@ -85,34 +90,40 @@ class SQLiteSearch(RankedSearch, ChangeWatch):
         ]
 
     async def _text_hits(self, query: MemoryQuery, text: str, limit: int) -> list[str]:
-        """By FTS5 bm25, over the query's rarest words (see :func:`rarest_terms`)."""
+        """By FTS5 bm25, over the query's rarest words (see :func:`rarest_terms`); a search for
+        knowledge alone reads knowledge's own index (see :data:`_KNOWLEDGE_ONLY`)."""
         terms = query_terms(text)
         if not terms:
             return []
+        fts, vocab = (
+            ("knowledge_fts", "knowledge_vocab")
+            if query.kinds is not None and set(query.kinds) <= _KNOWLEDGE_ONLY
+            else ("memories_fts", "memories_vocab")
+        )
         keys = {folded(term): term for term in terms}
-        counts = await self._doc_counts(list(keys))
+        counts = await self._doc_counts(vocab, list(keys))
         match = fts5_match(rarest_terms({keys[key]: counts[key] for key in keys}))
         if match is None:
             return []
         where, params = codec.query_filters(query, table="m.")
         rows = await self._fetch(
             "searching memories by text",
-            f"""SELECT m.id FROM memories_fts JOIN memories AS m ON m.seq = memories_fts.rowid
-            WHERE memories_fts MATCH ? AND {" AND ".join(where)}
-            ORDER BY bm25(memories_fts) LIMIT ?""",
+            f"""SELECT m.id FROM {fts} JOIN memories AS m ON m.seq = {fts}.rowid
+            WHERE {fts} MATCH ? AND {" AND ".join(where)}
+            ORDER BY bm25({fts}) LIMIT ?""",
             [match, *params, limit],
         )
         return [row[0] for row in rows]
 
-    async def _doc_counts(self, terms: list[str]) -> dict[str, int]:
-        """In how many memories each (folded) term occurs. Looking a word up in FTS5's
-        vocabulary costs ~0.6 ms, so counts are kept a while: they change slowly, and only
-        choose which words a search looks for."""
+    async def _doc_counts(self, vocab: str, terms: list[str]) -> dict[str, int]:
+        """In how many memories of the ``vocab`` table's index each (folded) term occurs.
+        Looking a word up in FTS5's vocabulary costs ~0.6 ms, so counts are kept a while: they
+        change slowly, and only choose which words a search looks for."""
         now = time.monotonic()
         counts: dict[str, int] = {}
         missing = []
         for term in terms:
-            known = self._doc_count_cache.get(term)
+            known = self._doc_count_cache.get((vocab, term))
             if known is not None and now - known[1] < _DOC_COUNT_TTL_S:
                 counts[term] = known[0]
             else:
@@ -120,16 +131,15 @@ class SQLiteSearch(RankedSearch, ChangeWatch):
         if missing:
             rows = await self._fetch(
                 "reading the full-text vocabulary",
-                f"SELECT term, doc FROM memories_vocab WHERE term IN "
-                f"({', '.join('?' * len(missing))})",
+                f"SELECT term, doc FROM {vocab} WHERE term IN ({', '.join('?' * len(missing))})",
                 missing,
             )
             found = {row[0]: int(row[1]) for row in rows}
             for term in missing:
                 counts[term] = found.get(term, 0)
                 if counts[term]:  # a word not seen yet may arrive any moment: asked again
-                    self._doc_count_cache[term] = (counts[term], now)
-                    self._doc_count_cache.move_to_end(term)
+                    self._doc_count_cache[(vocab, term)] = (counts[term], now)
+                    self._doc_count_cache.move_to_end((vocab, term))
             while len(self._doc_count_cache) > _DOC_COUNT_CACHE:
                 self._doc_count_cache.popitem(last=False)
         return counts

@@ -101,3 +101,53 @@ def test_hybrid_relevant_needs_a_close_vector_or_a_shared_word() -> None:
     assert not relevant(memory("Ferry times", far), query, ["zanzibar"], min_cosine=0.3)
     assert relevant(memory("Ferry times", [0.8, 0.6]), query, ["zanzibar"], min_cosine=0.3)
     assert not relevant(memory("Ferry times", [0.2, 0.98]), query, [], min_cosine=0.3)
+
+
+async def test_hybrid_sqlite_knowledge_has_a_text_index_of_its_own(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sqlite3
+
+    from carrier.memory import hybrid
+    from carrier.memory._ranked import MemoryQuery
+    from carrier.memory.sqlite import SCHEMA_VERSION, SQLiteStore
+    from carrier.types import Content, Memory, MemoryKind
+
+    monkeypatch.setattr(hybrid, "POSTINGS_BUDGET", 5)
+    path = tmp_path / "carrier.db"
+    knowledge = MemoryQuery("a", kinds=[MemoryKind.KNOWLEDGE])
+
+    def memory(text: str, kind: MemoryKind) -> Memory:
+        return Memory(
+            agent_id="a", room_id="r", entity_id="e", kind=kind, content=Content(text=text)
+        )
+
+    async with SQLiteStore(path=path) as store:
+        # "ferry" is in eight messages (too common for the index of every memory) and one
+        # fragment: rare among knowledge, so a knowledge search still looks for it.
+        for i in range(8):
+            await store.add_memory(memory(f"the ferry was late again {i}", MemoryKind.MESSAGE))
+        fragment = await store.add_memory(memory("The ferry leaves at noon", MemoryKind.KNOWLEDGE))
+        assert await store._text_hits(MemoryQuery("a"), "ferry", 10) == []
+        assert await store._text_hits(knowledge, "ferry", 10) == [fragment.id]
+        # Edits and deletes reach it (the triggers).
+        fragment.content.text = "The boat leaves at noon"
+        await store.update_memory(fragment)
+        assert await store._text_hits(knowledge, "boat", 10) == [fragment.id]
+        assert await store._text_hits(knowledge, "noon ferry", 10) == [fragment.id]  # noon
+        assert await store._text_hits(knowledge, "ferry", 10) == []
+        await store.delete_memory(fragment.id)
+        assert await store._text_hits(knowledge, "boat", 10) == []
+        kept = await store.add_memory(memory("Tickets are sold on board", MemoryKind.KNOWLEDGE))
+
+    # A file made before the index existed gets it filled with the knowledge it holds.
+    with sqlite3.connect(path) as db:
+        for name in ("knowledge_fts_insert", "knowledge_fts_delete", "knowledge_fts_update"):
+            db.execute(f"DROP TRIGGER {name}")
+        db.execute("DROP TABLE knowledge_vocab")
+        db.execute("DROP TABLE knowledge_fts")
+        db.execute("DELETE FROM schema_version WHERE version = 6")
+    async with SQLiteStore(path=path) as store:
+        assert await store.schema_version() == SCHEMA_VERSION
+        assert await store._text_hits(knowledge, "tickets", 10) == [kept.id]
+        assert await store._text_hits(knowledge, "ferry late", 10) == []  # messages stay out
