@@ -93,6 +93,113 @@ def pct(values: list[float], q: float) -> float:
     return float(np.percentile(np.array(values), q))
 
 
+async def prefill(
+    store: SQLiteStore, embedder: SentenceTransformerEmbedder, agent_id: str, n: int
+) -> None:
+    """``n`` messages over 50 rooms and 200 people, their vectors from the real model (cached
+    under bench/.cache: embedding 100k texts takes minutes)."""
+    CACHE.mkdir(exist_ok=True)
+    cached = CACHE / f"prefill-{n}.npy"
+    texts = sentences(n, seed=42)
+    if cached.exists():
+        vectors = np.load(cached)
+    else:
+        t = time.perf_counter()
+        vectors = await embedder.embed(texts)
+        np.save(cached, vectors)
+        print(f"embedded {n} prefill texts in {time.perf_counter() - t:.1f}s (cached for reruns)")
+    t = time.perf_counter()
+    for i, (text, vec) in enumerate(zip(texts, vectors, strict=True)):
+        await store.add_memory(
+            Memory(
+                agent_id=agent_id,
+                room_id=stable_id("bench-room", str(i % 50)),
+                entity_id=stable_id("bench-user", str(i % 200)),
+                kind=MemoryKind.MESSAGE,
+                content=Content(text=text, metadata={"speaker": f"user{i % 200}"}),
+                embedding=vec.tolist(),
+                embedding_model=embedder.model_id,
+            )
+        )
+    print(f"prefilled {n} memories in {time.perf_counter() - t:.1f}s")
+
+
+async def measure(
+    runtime: AgentRuntime,
+    store: SQLiteStore,
+    embedder: SentenceTransformerEmbedder,
+    args: argparse.Namespace,
+) -> None:
+    # Agent start loads the vectors (and ANN index) in the background; wait for it, as a
+    # long-running agent would have, so the figures are of steady-state turns.
+    t = time.perf_counter()
+    await runtime.start()
+    await runtime.search_ready()
+    print(f"agent start + vector search ready: {time.perf_counter() - t:.1f}s")
+
+    queries = sentences(args.messages, seed=7)
+    fresh = sentences(args.messages, seed=99)
+    # The unavoidable work (one embedding of a new text and one recall over the store) and
+    # the turns are timed in alternating blocks, so a drift in the machine's speed during the
+    # run touches both alike.
+    embed_times: list[float] = []
+    recall_times: list[float] = []
+    times: list[float] = []
+    stages: dict[str, list[float]] = collections.defaultdict(list)
+    block_ratios = []
+    for start in range(0, args.messages, BLOCK):
+        block = len(times), len(embed_times)
+        for q in fresh[start : start + BLOCK]:
+            t = time.perf_counter()
+            vec = await embedder.embed_one(q + " (fresh)")
+            embed_times.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            await store.search_memories(
+                agent_id=runtime.agent_id,
+                embedding=vec.tolist(),
+                embedding_model=embedder.model_id,
+                k=6,
+            )
+            recall_times.append(time.perf_counter() - t)
+        for i in range(start, min(start + BLOCK, args.messages)):
+            msg = Message(
+                platform="bench",
+                author=Author(platform_id=f"u{i % 25}", name=f"user{i % 25}"),
+                channel=Channel(platform_id=f"c{i % args.rooms}", kind=RoomKind.DM),
+                text=queries[i],
+            )
+            t = time.perf_counter()
+            result = await runtime.handle(msg)
+            times.append(time.perf_counter() - t)
+            for name, ms in result.trace.get("timings_ms", {}).items():
+                stages[name].append(ms)
+        reference = statistics.median(embed_times[block[1] :]) + statistics.median(
+            recall_times[block[1] :]
+        )
+        block_ratios.append(statistics.median(times[block[0] :]) / reference)
+
+    ms = [t * 1000 for t in times]
+    e_ms = statistics.median(embed_times) * 1000
+    r_ms = statistics.median(recall_times) * 1000
+    print(f"messages: {args.messages}  prefill: {args.prefill}  rooms: {args.rooms}")
+    print(f"one embedding call: p50 {e_ms:.2f} ms   one recall: p50 {r_ms:.2f} ms")
+    print(f"pipeline overhead per message: p50 {pct(ms, 50):.2f} ms   p95 {pct(ms, 95):.2f} ms")
+    print(
+        f"ratio to one embedding call: p50 {pct(ms, 50) / e_ms:.2f}x   p95 {pct(ms, 95) / e_ms:.2f}x"
+    )
+    print(f"ratio to one embedding + one recall: p50 {pct(ms, 50) / (e_ms + r_ms):.2f}x")
+    # The same ratio block by block (each block of turns against the reference block timed just
+    # before it): a burst of machine noise then skews one block, not the whole figure.
+    print(
+        f"  block by block ({len(block_ratios)} blocks): median {statistics.median(block_ratios):.2f}x"
+        f"   quartiles {pct(block_ratios, 25):.2f}x-{pct(block_ratios, 75):.2f}x"
+    )
+    print(
+        "per stage p50/p95 ms: "
+        + ", ".join(f"{n} {pct(v, 50):.1f}/{pct(v, 95):.1f}" for n, v in stages.items())
+    )
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -118,6 +225,18 @@ async def main() -> None:
         if reuse:
             shutil.copyfile(args.db, db)
             print(f"reusing the prefilled database {args.db}")
+        agent_id = character.agent_id
+        if args.prefill and not reuse:
+            store = SQLiteStore(path=db)
+            await store.open()
+            try:
+                await prefill(store, embedder, agent_id, args.prefill)
+            finally:
+                await store.close()
+            if args.db is not None:
+                shutil.copyfile(db, args.db)
+        # Opened after the prefill, as after a restart: the vector index is empty and the
+        # agent's start loads it.
         store = SQLiteStore(path=db)
         await store.open()
         runtime = AgentRuntime(
@@ -131,110 +250,11 @@ async def main() -> None:
             ),
             seed=1,
         )
-        if args.prefill and not reuse:
-            CACHE.mkdir(exist_ok=True)
-            cached = CACHE / f"prefill-{args.prefill}.npy"
-            texts = sentences(args.prefill, seed=42)
-            if cached.exists():
-                vectors = np.load(cached)
-            else:
-                t = time.perf_counter()
-                vectors = await embedder.embed(texts)
-                np.save(cached, vectors)
-                print(
-                    f"embedded {args.prefill} prefill texts in {time.perf_counter() - t:.1f}s (cached for reruns)"
-                )
-            t = time.perf_counter()
-            for i, (text, vec) in enumerate(zip(texts, vectors, strict=True)):
-                room = stable_id("bench-room", str(i % 50))
-                await store.add_memory(
-                    Memory(
-                        agent_id=runtime.agent_id,
-                        room_id=room,
-                        entity_id=stable_id("bench-user", str(i % 200)),
-                        kind=MemoryKind.MESSAGE,
-                        content=Content(text=text, metadata={"speaker": f"user{i % 200}"}),
-                        embedding=vec.tolist(),
-                        embedding_model=embedder.model_id,
-                    )
-                )
-            print(f"prefilled {args.prefill} memories in {time.perf_counter() - t:.1f}s")
-            # Reopen, as after a restart: the vector index is empty and start() loads it.
+        try:
+            await measure(runtime, store, embedder, args)
+        finally:
+            await runtime.stop()
             await store.close()
-            if args.db is not None:
-                shutil.copyfile(db, args.db)
-            store = SQLiteStore(path=Path(tmp) / "bench.db")
-            await store.open()
-            runtime.store = store
-
-        # Agent start loads the vectors (and ANN index) in the background; wait for it, as a
-        # long-running agent would have, so the figures are of steady-state turns.
-        t = time.perf_counter()
-        await runtime.start()
-        await runtime.search_ready()
-        print(f"agent start + vector search ready: {time.perf_counter() - t:.1f}s")
-
-        queries = sentences(args.messages, seed=7)
-        fresh = sentences(args.messages, seed=99)
-        # The unavoidable work (one embedding of a new text and one recall over the store) and
-        # the turns are timed in alternating blocks, so a drift in the machine's speed during the
-        # run touches both alike.
-        embed_times, recall_times = [], []
-        times, stages = [], collections.defaultdict(list)
-        block_ratios = []
-        for start in range(0, args.messages, BLOCK):
-            block = len(times), len(embed_times)
-            for q in fresh[start : start + BLOCK]:
-                t = time.perf_counter()
-                vec = await embedder.embed_one(q + " (fresh)")
-                embed_times.append(time.perf_counter() - t)
-                t = time.perf_counter()
-                await store.search_memories(
-                    agent_id=runtime.agent_id,
-                    embedding=vec.tolist(),
-                    embedding_model=embedder.model_id,
-                    k=6,
-                )
-                recall_times.append(time.perf_counter() - t)
-            for i in range(start, min(start + BLOCK, args.messages)):
-                msg = Message(
-                    platform="bench",
-                    author=Author(platform_id=f"u{i % 25}", name=f"user{i % 25}"),
-                    channel=Channel(platform_id=f"c{i % args.rooms}", kind=RoomKind.DM),
-                    text=queries[i],
-                )
-                t = time.perf_counter()
-                result = await runtime.handle(msg)
-                times.append(time.perf_counter() - t)
-                for name, ms in result.trace.get("timings_ms", {}).items():
-                    stages[name].append(ms)
-            reference = statistics.median(embed_times[block[1] :]) + statistics.median(
-                recall_times[block[1] :]
-            )
-            block_ratios.append(statistics.median(times[block[0] :]) / reference)
-        await runtime.stop()
-        await store.close()
-
-    ms = [t * 1000 for t in times]
-    e_ms = statistics.median(embed_times) * 1000
-    r_ms = statistics.median(recall_times) * 1000
-    print(f"messages: {args.messages}  prefill: {args.prefill}  rooms: {args.rooms}")
-    print(f"one embedding call: p50 {e_ms:.2f} ms   one recall: p50 {r_ms:.2f} ms")
-    print(f"pipeline overhead per message: p50 {pct(ms, 50):.2f} ms   p95 {pct(ms, 95):.2f} ms")
-    print(
-        f"ratio to one embedding call: p50 {pct(ms, 50) / e_ms:.2f}x   p95 {pct(ms, 95) / e_ms:.2f}x"
-    )
-    print(f"ratio to one embedding + one recall: p50 {pct(ms, 50) / (e_ms + r_ms):.2f}x")
-    # The same ratio block by block (each block of turns against the reference block timed just
-    # before it): a burst of machine noise then skews one block, not the whole figure.
-    print(
-        f"  block by block ({len(block_ratios)} blocks): median {statistics.median(block_ratios):.2f}x"
-        f"   quartiles {pct(block_ratios, 25):.2f}x-{pct(block_ratios, 75):.2f}x"
-    )
-    print(
-        "per stage p50/p95 ms: "
-        + ", ".join(f"{n} {pct(v, 50):.1f}/{pct(v, 95):.1f}" for n, v in stages.items())
-    )
 
 
 if __name__ == "__main__":
