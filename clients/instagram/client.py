@@ -24,7 +24,9 @@ from carrier.jobs.schedule import Schedule
 from carrier.types import Memory, MemoryKind, MemoryStatus
 from clients.instagram.base import Publisher
 from clients.instagram.config import InstagramConfig, parse_config
+from clients.instagram.errors import InstagramError
 from clients.instagram.factory import build_publisher
+from clients.instagram.graph.conversations import Conversations
 from clients.instagram.inbound.events import InboundEvent
 from clients.instagram.inbound.policy import Caps
 from clients.instagram.library import MediaLibrary
@@ -61,6 +63,7 @@ class InstagramClient(Client):
         self.states = PublishStates(runtime.store, str(runtime.character.agent_id))
         self._library: MediaLibrary | None = None
         self.caps = Caps(runtime.store, str(runtime.character.agent_id))
+        self._talk: Conversations | None = None
         """Reply caps of the conversations policy (per hour, per post, per person)."""
 
     # -- the plan ---------------------------------------------------------------------------
@@ -228,6 +231,7 @@ class InstagramClient(Client):
 
     async def stop(self) -> None:
         self._voice(register=False)
+        self._talk = None
         if self.publisher is not None:
             await self.publisher.aclose()
 
@@ -243,6 +247,28 @@ class InstagramClient(Client):
         elif not register and VOICE_PLUGIN in registry.plugins:
             registry.unregister(VOICE_PLUGIN)
 
+    async def conversation_api(self) -> Conversations:
+        """The calls answering people needs: the Graph API's, or instagrapi's (logged in with
+        the saved session; a challenge raises :class:`OperatorActionRequired`)."""
+        from clients.instagram.graph.conversations import ConversationAPI
+
+        if self.publisher is None:
+            await self.start()
+        if self._talk is not None:
+            return self._talk
+        api = getattr(self.publisher, "api", None)
+        if api is not None:
+            self._talk = ConversationAPI(api)
+        elif self.publisher is not None and self.publisher.name == "instagrapi":
+            from clients.instagram.private import InstagrapiPublisher
+            from clients.instagram.private.conversations import PrivateConversationAPI
+
+            assert isinstance(self.publisher, InstagrapiPublisher)
+            self._talk = await PrivateConversationAPI.connect(self.publisher)
+        else:
+            raise InstagramError(f"the {self.publisher!r} publisher cannot answer people")
+        return self._talk
+
     async def answer(
         self,
         event: InboundEvent,
@@ -253,28 +279,16 @@ class InstagramClient(Client):
     ) -> dict[str, Any]:
         """Answer a comment, mention or DM once (the ``instagram.inbound`` job); its result.
         ``approved``: the reply text a human approved (with ``conversations.approval``)."""
-        from clients.instagram.graph.conversations import ConversationAPI
         from clients.instagram.inbound.conversation import answer_event
 
-        if self.publisher is None:
-            await self.start()
-        api = getattr(self.publisher, "api", None)
-        if api is None:
-            from carrier.jobs.errors import PermanentFailure
-
-            raise PermanentFailure(
-                "answering comments and DMs needs the Graph API (publisher: graph); the "
-                "instagrapi backend does not answer them yet"
-            )
+        extra = self.config.model_extra or {}
         return await answer_event(
             runtime=self.runtime,
-            api=ConversationAPI(api),
+            api=await self.conversation_api(),
             event=event,
             settings=self.config.conversations,
             caps=self.caps,
-            own_username=str(self.config.model_extra.get("username") or "")
-            if self.config.model_extra
-            else "",
+            own_username=str(extra.get("username") or ""),
             again=again,
             fence=fence,
             moderation=self.config.moderation,
@@ -308,18 +322,10 @@ class InstagramClient(Client):
     async def poll(self, *, jobs: JobStore, now: datetime) -> dict[str, Any]:
         """One polling round (the ``instagram.poll`` job): new comments and DMs stored as
         ``instagram.inbound`` jobs."""
-        from clients.instagram.graph.conversations import ConversationAPI
         from clients.instagram.inbound.poller import poll_once
 
-        if self.publisher is None:
-            await self.start()
-        api = getattr(self.publisher, "api", None)
-        if api is None:
-            from carrier.jobs.errors import PermanentFailure
-
-            raise PermanentFailure("polling needs the Graph API (publisher: graph)")
         return await poll_once(
-            api=ConversationAPI(api),
+            api=await self.conversation_api(),
             store=self.runtime.store,
             jobs=jobs,
             agent_id=self.agent_id,
@@ -329,13 +335,9 @@ class InstagramClient(Client):
 
     async def unhide(self, comment_id: str, *, actor: str) -> None:
         """Show a comment moderation hid (recorded in the audit log as ``unhide`` by ``actor``)."""
-        from clients.instagram.graph.conversations import ConversationAPI
         from clients.instagram.inbound.moderation import record
 
-        api = getattr(self.publisher, "api", None)
-        if api is None:
-            raise RuntimeError("unhiding comments needs the Graph API (publisher: graph)")
-        await ConversationAPI(api).hide(comment_id, hidden=False)
+        await (await self.conversation_api()).hide(comment_id, hidden=False)
         await record(
             getattr(self.runtime, "services", {}),
             agent_id=self.agent_id,

@@ -4,7 +4,8 @@ session checks, its uploads and its error mapping all happen for real, against t
 
 ``FakeInstagram.client_factory()`` builds ``instagrapi.Client`` instances wired to the world.
 Scripted outcomes: a challenge, two-factor, a wrong password, throttling on the next request
-to an endpoint, an expired session (the server forgets it), a dropped connection.
+to an endpoint, an expired session (the server forgets it), a dropped connection. Comments and
+direct threads are :attr:`FakeInstagram.talk`.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from Cryptodome.Cipher import AES, PKCS1_v1_5
 from Cryptodome.PublicKey import RSA
 from requests.models import PreparedRequest
 
+from clients.instagram.fake._private_talk import PrivateTalk
 from clients.instagram.fake._requests import WorldAdapter, form_fields
 
 __all__ = ["FakeInstagram"]
@@ -69,8 +71,11 @@ class FakeInstagram:
     requests: list[str] = field(default_factory=list)
     fail_next: dict[str, str] = field(default_factory=dict)
     """endpoint fragment → a key of the throttle table, applied once to the next matching call."""
+    talk: PrivateTalk = field(init=False)
+    """Comments and direct threads (:mod:`~clients.instagram.fake._private_talk`)."""
 
     def __post_init__(self) -> None:
+        self.talk = PrivateTalk(owner_id=self.user_id, owner_username=self.username)
         self._key = _password_key()
         self._ids = itertools.count(3300000000000000001)
         self._lock = threading.Lock()
@@ -105,6 +110,25 @@ class FakeInstagram:
                 adapter = WorldAdapter(self)
                 session.mount("https://", adapter)
                 session.mount("http://", adapter)
+
+    def add_media(self, caption: str = "") -> str:
+        """A photo already on the account; its media id (``<pk>_<user id>``)."""
+        with self._lock:
+            pk = str(next(self._ids))
+            self.media.append(
+                {
+                    "pk": pk,
+                    "id": f"{pk}_{self.user_id}",
+                    "code": f"FAKE{pk[-6:]}",
+                    "taken_at": int(time.time()),
+                    "media_type": 1,
+                    "product_type": "feed",
+                    "caption": {"text": caption},
+                    "user": {"pk": self.user_id, "username": self.username},
+                    "like_count": 0,
+                }
+            )
+            return f"{pk}_{self.user_id}"
 
     # -- the API -------------------------------------------------------------------------------
     def answer(self, request: PreparedRequest) -> tuple[int, dict[str, Any], dict[str, str]]:
@@ -163,6 +187,9 @@ class FakeInstagram:
             return 200, {"items": items, "more_available": False, "status": "ok"}, {}
         if path.startswith("/api/v1/media/configure"):
             return self._configure(path, form)
+        talked = self.talk.answer(request.method or "GET", path, form)
+        if talked is not None:
+            return talked[0], talked[1], {}
         return 404, {"message": f"fake Instagram has no {path}", "status": "fail"}, {}
 
     def _login(self, params: dict[str, Any]) -> tuple[int, dict[str, Any], dict[str, str]]:

@@ -19,12 +19,12 @@ A send outside Instagram's messaging window is refused by Meta with code 10, sub
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from clients.instagram.errors import GraphAPIError
 from clients.instagram.graph.api import GraphAPI
 
-__all__ = ["OUTSIDE_WINDOW_SUBCODE", "ConversationAPI", "outside_window"]
+__all__ = ["OUTSIDE_WINDOW_SUBCODE", "ConversationAPI", "Conversations", "outside_window"]
 
 OUTSIDE_WINDOW_SUBCODE = 2534022
 _COMMENT_FIELDS = "id,text,timestamp,username,from,media,parent_id,hidden"
@@ -34,6 +34,29 @@ _MESSAGE_FIELDS = "id,created_time,from,to,message"
 def outside_window(error: GraphAPIError) -> bool:
     """Whether Meta refused a message because the person's messaging window is closed."""
     return error.code == 10 and error.subcode == OUTSIDE_WINDOW_SUBCODE
+
+
+class Conversations(Protocol):
+    """The calls answering people needs, by the Graph API (:class:`ConversationAPI`) or
+    instagrapi (:class:`~clients.instagram.private.conversations.PrivateConversationAPI`);
+    items in the Graph API's shapes."""
+
+    @property
+    def ig_user_id(self) -> str: ...
+    async def recent_media(self, limit: int = 10) -> list[dict[str, Any]]: ...
+    async def media_comments(self, media_id: str) -> list[dict[str, Any]]: ...
+    async def replies(
+        self, comment_id: str, *, media_id: str | None = None
+    ) -> list[dict[str, Any]]: ...
+    async def reply(self, comment_id: str, text: str, *, media_id: str | None = None) -> str: ...
+    async def hide(self, comment_id: str, hidden: bool = True) -> None: ...
+    async def mentioned_comment(self, comment_id: str) -> dict[str, Any]: ...
+    async def reply_to_mention(self, comment_id: str, media_id: str, text: str) -> str: ...
+    async def send_message(self, recipient_id: str, text: str) -> str: ...
+    async def private_reply(self, comment_id: str, text: str) -> str: ...
+    async def conversations(self) -> list[str]: ...
+    async def messages(self, conversation_id: str) -> list[dict[str, Any]]: ...
+    async def thread(self, user_id: str) -> list[dict[str, Any]]: ...
 
 
 class ConversationAPI:
@@ -50,15 +73,21 @@ class ConversationAPI:
     async def comment(self, comment_id: str) -> dict[str, Any]:
         return await self.api._call("GET", comment_id, params={"fields": _COMMENT_FIELDS})
 
-    async def replies(self, comment_id: str) -> list[dict[str, Any]]:
+    async def recent_media(self, limit: int = 10) -> list[dict[str, Any]]:
+        """The account's newest media, newest first."""
+        return await self.api.recent_media(limit=limit)
+
+    async def replies(
+        self, comment_id: str, *, media_id: str | None = None
+    ) -> list[dict[str, Any]]:
         """The replies under a comment (the account's own among them)."""
         body = await self.api._call(
             "GET", f"{comment_id}/replies", params={"fields": _COMMENT_FIELDS}
         )
         return list(body.get("data") or [])
 
-    async def reply(self, comment_id: str, text: str) -> str:
-        """A public reply under a comment; its id."""
+    async def reply(self, comment_id: str, text: str, *, media_id: str | None = None) -> str:
+        """A public reply under a comment; its id (``media_id`` is not needed here)."""
         body = await self.api._call("POST", f"{comment_id}/replies", data={"message": text})
         return str(body["id"])
 

@@ -33,7 +33,7 @@ from carrier.types import (
 )
 from clients.instagram.errors import GraphAPIError
 from clients.instagram.graph.api import UnclearResponse
-from clients.instagram.graph.conversations import ConversationAPI
+from clients.instagram.graph.conversations import Conversations
 from clients.instagram.inbound.events import EventKind, InboundEvent
 from clients.instagram.inbound.moderation import ModerationSettings, Verdict, moderate, record
 from clients.instagram.inbound.policy import Caps, ConversationSettings, Decision, decide
@@ -80,7 +80,7 @@ def to_message(event: InboundEvent) -> Message:
 async def answer_event(
     *,
     runtime: Any,
-    api: ConversationAPI,
+    api: Conversations,
     event: InboundEvent,
     settings: ConversationSettings,
     caps: Caps,
@@ -224,7 +224,7 @@ async def _approval(
 
 async def _moderated(
     runtime: Any,
-    api: ConversationAPI,
+    api: Conversations,
     event: InboundEvent,
     message: Message,
     verdict: Verdict,
@@ -271,7 +271,7 @@ async def _settle_unknown(runtime: Any, replies: list[Memory], sender: ReplySend
         await runtime.outbox.close(inbound)  # a delivered reply: the message is processed
 
 
-async def _read_mention(api: ConversationAPI, event: InboundEvent) -> InboundEvent:
+async def _read_mention(api: Conversations, event: InboundEvent) -> InboundEvent:
     """A mention's text and author, read from the API (the webhook carries only ids)."""
     comment = await api.mentioned_comment(event.id)
     sender = comment.get("from") or {}

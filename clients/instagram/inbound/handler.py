@@ -15,8 +15,10 @@ settles what that worker left (see :mod:`.conversation`), so a comment or DM is 
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from datetime import timedelta
 from typing import Any
 
 from carrier.agents import AgentNotFound
@@ -24,6 +26,7 @@ from carrier.jobs.errors import Defer, PermanentFailure
 from carrier.jobs.handler import JobContext
 from carrier.jobs.model import Job
 from carrier.jobs.service import JobService
+from clients.instagram.errors import OperatorActionRequired, RetryLater
 from clients.instagram.inbound.poller import POLL_JOB_KIND
 from clients.instagram.inbound.webhook import INBOUND_JOB_KIND, AccountIndex, event_of
 
@@ -31,6 +34,8 @@ __all__ = ["InboundJobs", "register_inbound_jobs"]
 
 log = logging.getLogger(__name__)
 
+MIN_WAIT_S = 30.0
+"""The shortest wait after a cooldown (never a spin on a clock behind the platform's)."""
 NOT_RUNNING_WAIT_S = 60.0
 """How long an event waits for its agent to run in the worker that claimed it."""
 
@@ -51,19 +56,21 @@ class InboundJobs:
             )
         client = await self._client(agent_id)
         approved = str(job.payload.get("reply") or "") if job.approved else None
-        return await client.answer(
-            event,
-            again=job.attempts > 1 or job.crashes > 0 or job.approved,
-            fence=ctx.ensure_held,
-            approved=approved,
-        )
+        with _platform_says(ctx):
+            return await client.answer(
+                event,
+                again=job.attempts > 1 or job.crashes > 0 or job.approved,
+                fence=ctx.ensure_held,
+                approved=approved,
+            )
 
     async def poll(self, job: Job, ctx: JobContext) -> Mapping[str, Any] | None:
         """``instagram.poll``: new comments and DMs stored as ``instagram.inbound`` jobs."""
         if job.agent_id is None:
             raise PermanentFailure("the instagram.poll job names no agent")
         client = await self._client(job.agent_id)
-        return await client.poll(jobs=ctx.store, now=ctx.now())
+        with _platform_says(ctx):
+            return await client.poll(jobs=ctx.store, now=ctx.now())
 
     async def _client(self, agent_id: str) -> Any:
         from clients.instagram.client import InstagramClient
@@ -85,6 +92,19 @@ class InboundJobs:
             delay_s=NOT_RUNNING_WAIT_S,
             reason=f"agent {status.record.name} is not running in this process; waiting for it",
         )
+
+
+@contextlib.contextmanager
+def _platform_says(ctx: JobContext) -> Iterator[None]:
+    """Instagram's answers as the job's: an account that needs a human (a challenge, a password)
+    fails the job with what to do; a cooldown or quota waits without using an attempt."""
+    try:
+        yield
+    except OperatorActionRequired as exc:
+        raise PermanentFailure(str(exc)) from exc
+    except RetryLater as wait:
+        until = max(wait.retry_at, ctx.now() + timedelta(seconds=MIN_WAIT_S))
+        raise Defer(until=until, reason=wait.reason) from wait
 
 
 def register_inbound_jobs(service: JobService, manager: Any) -> InboundJobs:

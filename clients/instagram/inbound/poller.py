@@ -23,7 +23,7 @@ from typing import Any
 from carrier.jobs.base import JobStore
 from carrier.memory.base import Store
 from clients.instagram.graph.api import parse_timestamp
-from clients.instagram.graph.conversations import ConversationAPI
+from clients.instagram.graph.conversations import Conversations
 from clients.instagram.inbound.events import EventKind, InboundEvent
 from clients.instagram.inbound.webhook import INBOUND_JOB_KIND
 
@@ -41,7 +41,7 @@ def poll_schedule_name(agent_id: str) -> str:
 
 async def poll_once(
     *,
-    api: ConversationAPI,
+    api: Conversations,
     store: Store,
     jobs: JobStore,
     agent_id: str,
@@ -54,7 +54,7 @@ async def poll_once(
     first = not cursor
     found: list[InboundEvent] = []
     newest: dict[str, datetime] = {}
-    for post in await api.api.recent_media(limit=media):
+    for post in await api.recent_media(limit=media):
         post_id = str(post["id"])
         for comment in await api.media_comments(post_id):
             event = _comment(api.ig_user_id, post_id, comment)

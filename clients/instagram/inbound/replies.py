@@ -24,7 +24,7 @@ from typing import Any
 from carrier.types import Memory, utcnow
 from clients.instagram.errors import GraphAPIError, InstagramError
 from clients.instagram.graph.api import parse_timestamp
-from clients.instagram.graph.conversations import ConversationAPI, outside_window
+from clients.instagram.graph.conversations import Conversations, outside_window
 from clients.instagram.graph.recovery import caption_fingerprint
 from clients.instagram.inbound.events import EventKind, InboundEvent
 
@@ -42,7 +42,7 @@ class ReplySender:
 
     def __init__(
         self,
-        api: ConversationAPI,
+        api: Conversations,
         event: InboundEvent,
         *,
         private: bool = False,
@@ -90,7 +90,8 @@ class ReplySender:
             elif self.private:
                 self.sent.append(await self.api.private_reply(event.id, text))
             else:
-                self.sent.append(await self.api.reply(event.parent_id or event.id, text))
+                target = event.parent_id or event.id
+                self.sent.append(await self.api.reply(target, text, media_id=event.media_id))
         except GraphAPIError as exc:
             if outside_window(exc):
                 raise OutsideWindow(
@@ -129,7 +130,7 @@ class ReplySender:
             replies = (await self.api.mentioned_comment(event.id)).get("replies") or {}
             items = list(replies.get("data") or [])
         else:
-            items = await self.api.replies(event.parent_id or event.id)
+            items = await self.api.replies(event.parent_id or event.id, media_id=event.media_id)
         return any(
             _from(c) == self.api.ig_user_id and caption_fingerprint(str(c.get("text"))) == mine
             for c in items

@@ -101,6 +101,39 @@ class InstagrapiPublisher(Publisher):
     def __repr__(self) -> str:
         return f"InstagrapiPublisher(username={self.username!r})"
 
+    async def call(self, fn: Callable[[instagrapi.Client], Any]) -> Any:
+        """``fn(client)`` with the logged-in client, in a worker thread, one call at a time, with
+        publishing's answers to failures: a challenge or a password problem is
+        :class:`OperatorActionRequired`, throttling starts the cooldown (:class:`CoolingDown`),
+        an expired session is replaced once. For the conversations (comments, DMs)."""
+        await self.cooldown.check()
+        async with self._lock:
+            try:
+                client = await self.login()
+                try:
+                    return await asyncio.to_thread(fn, client)
+                except ig.LoginRequired:
+                    await asyncio.to_thread(client.relogin)
+                    await self.vault.save(client.get_settings())
+                    return await asyncio.to_thread(fn, client)
+            except _OPERATOR as exc:
+                self._client = None
+                raise describe_login_failure(
+                    exc, self.username, totp=bool(self._totp_seed)
+                ) from None
+            except ig.ClientError as exc:
+                reason = throttle_reason(exc)
+                if reason is None:
+                    raise InstagramError(f"Instagram refused the request: {exc.message}") from None
+                wait = (
+                    timedelta(hours=self.settings.feedback_cooldown_hours)
+                    if isinstance(exc, ig.FeedbackRequired)
+                    else timedelta(minutes=self.settings.cooldown_minutes)
+                )
+                raise await self.cooldown.start(self.clock() + wait, reason) from None
+            except requests.RequestException as exc:
+                raise InstagramError(f"could not reach Instagram: {type(exc).__name__}") from None
+
     async def publish(
         self, post: PreparedPost, state: PublishState, save: SaveState
     ) -> PublishResult:

@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
+from cryptography.fernet import Fernet
 
 from carrier.agents import AgentManager
 from carrier.api import ApiSettings
@@ -28,11 +29,15 @@ from carrier.memory.sqlite import SQLiteStore
 from carrier.settings import load_settings
 from carrier.types import Memory, MemoryKind
 from clients.instagram import InstagramClient, parse_config
+from clients.instagram.config import InstagrapiSettings
 from clients.instagram.fake import FakeGraphAPI
+from clients.instagram.fake.private import FakeInstagram
 from clients.instagram.graph import GraphPublisher
 from clients.instagram.inbound.webhook import APP_SECRET_ENV, INBOUND_JOB_KIND, VERIFY_TOKEN_ENV
 from clients.instagram.jobs import register_instagram_jobs
+from clients.instagram.private import InstagrapiPublisher
 
+FERNET_KEY = Fernet.generate_key()
 APP_SECRET = "meta-app-secret-for-the-tests"
 VERIFY_TOKEN = "verify-token-for-the-tests"
 ADMIN = "admin-token-for-the-conversation-tests"
@@ -70,6 +75,8 @@ class World:
     url: str
     http: httpx.AsyncClient
     audit: AuditLog
+    private: FakeInstagram | None = None
+    """The instagrapi backend's world, when the agent publishes through instagrapi."""
 
     @property
     def jobs(self) -> SQLiteJobStore:
@@ -94,18 +101,35 @@ async def make_world(
 ) -> AsyncIterator[Callable[..., Any]]:
     async with AsyncExitStack() as stack:
 
-        async def make(conversations: dict[str, Any] | None = None, **instagram: Any) -> World:
+        async def make(
+            conversations: dict[str, Any] | None = None,
+            *,
+            private: FakeInstagram | None = None,
+            **instagram: Any,
+        ) -> World:
+            """``private``: the agent answers through instagrapi against that world."""
             jobs = SQLiteJobStore(path=tmp_path / "jobs.db")
             service = JobService(store=jobs)
             await jobs.open()
             stack.push_async_callback(service.stop, grace_s=0)
 
             def factory(runtime: Any, config: Any, environ: Any) -> InstagramClient:
+                publisher: Any = make_publisher()
+                if private is not None:
+                    publisher = InstagrapiPublisher(
+                        username=private.username,
+                        password=private.password,
+                        store=runtime.store,
+                        agent_id=str(runtime.character.agent_id),
+                        fernet_key=FERNET_KEY,
+                        settings=InstagrapiSettings(delay_range=(0.0, 0.001)),
+                        client_factory=private.client_factory,
+                    )
                 return InstagramClient(
                     runtime=runtime,
                     config=parse_config(config),
                     environ=environ,
-                    publisher=make_publisher(),
+                    publisher=publisher,
                 )
 
             settings = load_settings(
@@ -131,7 +155,7 @@ async def make_world(
                 "clients": ["instagram"],
                 "clientConfig": {
                     "instagram": {
-                        "publisher": "graph",
+                        "publisher": "graph" if private is None else "instagrapi",
                         "igUserId": fake_graph.ig_user_id,
                         "conversations": conversations or {},
                         **instagram,
@@ -153,6 +177,8 @@ async def make_world(
             fake_graph.webhooks.url = f"{url}/webhooks/instagram"
             fake_graph.webhooks.verify_token = VERIFY_TOKEN
             fake_graph.webhooks.app_secret = APP_SECRET  # the Meta app's, as the receiver has it
-            return World(manager, service, fake_graph, store, record.id, url, http, host_audit.log)
+            return World(
+                manager, service, fake_graph, store, record.id, url, http, host_audit.log, private
+            )
 
         yield make
