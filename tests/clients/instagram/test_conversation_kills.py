@@ -1,8 +1,10 @@
-"""A real ``carrier run`` killed with SIGKILL between "reply intended" and "reply recorded sent":
+"""Real ``carrier`` processes. A ``carrier run`` killed with SIGKILL between "reply intended" and "reply recorded sent":
 the fake Graph API delivers a signed comment webhook to the process's API, the worker claims the
 reply and sends it, the fake takes the reply and holds its answer, and the process is killed
 then. Started again, the process takes the job over, reads the comment's replies, finds its own
-and sends nothing more: the comment has exactly one reply, recorded ``sent``."""
+and sends nothing more: the comment has exactly one reply, recorded ``sent``. And a web process
+(``carrier serve --no-clients``) that stores a delivery for the worker (``carrier run --no-api``)
+to answer."""
 
 from __future__ import annotations
 
@@ -128,3 +130,49 @@ async def test_kill_between_reply_intended_and_sent_leaves_exactly_one_reply(
 async def _jobs(data: Path) -> list:  # type: ignore[type-arg]
     async with SQLiteJobStore(path=data / "carrier.db") as jobs:
         return await jobs.list_jobs(kind=INBOUND_JOB_KIND, limit=None)
+
+
+async def test_the_web_process_stores_the_delivery_and_the_worker_answers_it(
+    tmp_path: Path,
+) -> None:
+    """``carrier serve --no-clients`` receives the webhook and only enqueues (it runs no
+    Instagram client); ``carrier run --no-api`` runs the client and answers."""
+    data = tmp_path / "data"
+    with FakeGraphAPI(token=TOKEN, app_secret=APP_SECRET) as fake:
+        path = tmp_path / "lumen.json"
+        path.write_text(json.dumps(character(fake)), encoding="utf-8")
+        env = base_env(
+            data,
+            INSTAGRAM_APP_SECRET=APP_SECRET,
+            INSTAGRAM_WEBHOOK_VERIFY_TOKEN="web-worker-verify",
+            IG_TOKEN=TOKEN,
+            IG_FTP_PASSWORD="unused",
+        )
+        port = free_port()
+        worker = CarrierProcess.start("run", "--no-api", str(path), env=env, name="worker")
+        web: CarrierProcess | None = None
+        try:
+            await worker.wait_for("running (Ctrl-C to stop)")
+            web = CarrierProcess.start(
+                "serve", "--no-clients", "--port", str(port), env=env, name="web"
+            )
+            await web.wait_for("agent API and console on")
+            fake.webhooks.url = f"http://127.0.0.1:{port}/webhooks/instagram"
+            talk = fake.conversations
+            media = fake.add_media()
+            comment = talk.person_comments(
+                media, "what film is this?", user_id="u1", username="ana"
+            )
+            async with httpx.AsyncClient(timeout=30) as http:
+                assert await fake.webhooks.deliver(fake.webhooks.comment(comment), http=http) == [
+                    200
+                ]
+            await _until(lambda: len(talk.replies_to(comment.id)) == 1)
+        finally:
+            for proc in (web, worker):
+                if proc is not None:
+                    proc.stop()
+        [job] = await _jobs(data)
+        assert job.agent_id is not None  # matched to the agent by the web process
+        assert job.state is JobState.SUCCEEDED  # run by the worker: serve runs no job worker
+        assert [r.text for r in talk.replies_to(comment.id)] == ["re: what film is this?"]
