@@ -1,5 +1,6 @@
-"""Real ``carrier`` processes. A ``carrier run`` killed with SIGKILL between "reply intended" and "reply recorded sent":
-the fake Graph API delivers a signed comment webhook to the process's API, the worker claims the
+"""Real ``carrier`` processes. A ``carrier run`` killed with SIGKILL between "reply intended"
+and "reply recorded sent": the fake Graph API delivers a signed comment webhook to the process's
+API, the worker claims the
 reply and sends it, the fake takes the reply and holds its answer, and the process is killed
 then. Started again, the process takes the job over, reads the comment's replies, finds its own
 and sends nothing more: the comment has exactly one reply, recorded ``sent``. And a web process
