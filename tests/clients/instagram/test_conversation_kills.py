@@ -1,11 +1,13 @@
-"""Real ``carrier`` processes. A ``carrier run`` killed with SIGKILL between "reply intended"
-and "reply recorded sent": the fake Graph API delivers a signed comment webhook to the process's
-API, the worker claims the
-reply and sends it, the fake takes the reply and holds its answer, and the process is killed
-then. Started again, the process takes the job over, reads the comment's replies, finds its own
-and sends nothing more: the comment has exactly one reply, recorded ``sent``. And a web process
-(``carrier serve --no-clients``) that stores a delivery for the worker (``carrier run --no-api``)
-to answer."""
+"""Real ``carrier`` processes answering Instagram comments.
+
+A ``carrier run`` killed with SIGKILL between "reply intended" and "reply recorded sent": the fake
+Graph API delivers a signed comment webhook to the process's API, the worker claims the reply
+and sends it, the fake takes the reply and holds its answer, and the process is killed then.
+Started again, the process takes the job over, reads the comment's replies, finds its own and
+sends nothing more: the comment has exactly one reply, recorded ``sent``.
+
+And a web process (``carrier serve --no-clients``) that only stores a delivery, for the worker
+(``carrier run --no-api``) to answer."""
 
 from __future__ import annotations
 
