@@ -214,6 +214,9 @@ class Conversations:
             return None
         if target.startswith("conv-") and method == "GET" and edge is None:
             return self._thread(target[len("conv-") :])
+        if method == "GET" and edge is None and target in self.usernames:  # a person's profile
+            name = self.usernames[target]
+            return 200, {"id": target, "username": name, "name": name.title()}
         comment = self.comments.get(target)
         if comment is not None:
             if method == "GET" and edge is None:

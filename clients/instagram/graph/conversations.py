@@ -57,6 +57,7 @@ class Conversations(Protocol):
     async def conversations(self) -> list[str]: ...
     async def messages(self, conversation_id: str) -> list[dict[str, Any]]: ...
     async def thread(self, user_id: str) -> list[dict[str, Any]]: ...
+    async def profile(self, user_id: str) -> dict[str, Any]: ...
 
 
 class ConversationAPI:
@@ -148,6 +149,11 @@ class ConversationAPI:
             "GET", conversation_id, params={"fields": f"messages{{{_MESSAGE_FIELDS}}}"}
         )
         return list((body.get("messages") or {}).get("data") or [])
+
+    async def profile(self, user_id: str) -> dict[str, Any]:
+        """A person who wrote to the account (``GET /{igsid}?fields=name,username``): a DM's
+        webhook names them by id only."""
+        return await self.api._call("GET", user_id, params={"fields": "name,username"})
 
     async def thread(self, user_id: str) -> list[dict[str, Any]]:
         """The messages between the account and a person, newest first (empty: none yet)."""

@@ -97,6 +97,8 @@ async def answer_event(
     reply text (the job was approved, perhaps with an edit)."""
     if event.kind is EventKind.MENTION and not event.text:
         event = await _read_mention(api, event)
+    if event.kind is EventKind.MESSAGE and not event.username and event.user_id:
+        event = await _name_of(api, event)
     message = to_message(event)
     inbound_id = stable_id(runtime.agent_id, PLATFORM, "message", str(message.platform_message_id))
     stored = await runtime.store.get_memory(inbound_id)
@@ -269,6 +271,17 @@ async def _settle_unknown(runtime: Any, replies: list[Memory], sender: ReplySend
     inbound = replies[0].content.in_reply_to if replies else None
     if inbound and any(r.status is MemoryStatus.SENT for r in replies):
         await runtime.outbox.close(inbound)  # a delivered reply: the message is processed
+
+
+async def _name_of(api: Conversations, event: InboundEvent) -> InboundEvent:
+    """A DM's writer by their username (best effort: the webhook gives only their id)."""
+    assert event.user_id is not None
+    try:
+        found = await api.profile(event.user_id)
+    except (GraphAPIError, UnclearResponse) as exc:
+        log.info("instagram: the profile of %s could not be read: %s", event.user_id, exc)
+        return event
+    return event.model_copy(update={"username": found.get("username") or None})
 
 
 async def _read_mention(api: Conversations, event: InboundEvent) -> InboundEvent:

@@ -132,6 +132,10 @@ class PrivateConversationAPI:
                 return found
         return []
 
+    async def profile(self, user_id: str) -> dict[str, Any]:
+        """Not needed here: instagrapi's threads name their people."""
+        return {}
+
     async def send_message(self, recipient_id: str, text: str) -> str:
         sent = await self.publisher.call(
             lambda client: client.direct_send(text, user_ids=[int(recipient_id)])

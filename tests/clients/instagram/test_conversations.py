@@ -131,6 +131,8 @@ async def test_a_dm_inside_the_window_is_answered_one_outside_is_refused_and_rec
     assert all("24 h messaging window" in (m.error or "") for m in refused)
     room = await w.store.get_room(refused[0].room_id)
     assert room is not None and room.platform_id == "dm:u-di" and room.kind == "dm"
+    [asked] = [m for m in await w.memories() if m.content.text == "do you sell prints?"]
+    assert asked.content.metadata["speaker"] == "cy"  # the webhook's id, named by its profile
 
 
 async def test_the_policy_skips_spam_own_comments_other_brands_and_statements_with_a_reason(
