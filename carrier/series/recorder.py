@@ -90,6 +90,10 @@ class SeriesRecorder:
         """(day start, agent) → cost not yet read back from the store."""
         self._saved_cost: dict[str, dict[int, float]] = {}
         """agent → day start → cost, as the store had it at the last flush (this month)."""
+        self._saved_sums: (
+            tuple[int, int, dict[str, tuple[float, float]], tuple[float, float]] | None
+        ) = None
+        """The same summed per agent and in all, for the day it was read (today, month)."""
         self._flush_lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
         self._last_prune = 0.0
@@ -178,11 +182,15 @@ class SeriesRecorder:
         now = self.clock()
         today, month = bucket_start(now, Step.DAY), month_start(now)
         day = total = 0.0
-        for who, days in self._saved_cost.items():
-            if agent is None or who == agent:
-                for t, usd in days.items():
-                    total += usd if t >= month else 0.0
-                    day += usd if t == today else 0.0
+        sums = self._saved_sums
+        if sums is not None and sums[0] == today:  # summed at the last read: the usual case
+            day, total = sums[2].get(agent, (0.0, 0.0)) if agent is not None else sums[3]
+        else:
+            for who, days in self._saved_cost.items():
+                if agent is None or who == agent:
+                    for t, usd in days.items():
+                        total += usd if t >= month else 0.0
+                        day += usd if t == today else 0.0
         for (t, who), usd in self._unsaved_cost.items():
             if agent is None or who == agent:
                 total += usd if t >= month else 0.0
@@ -227,6 +235,13 @@ class SeriesRecorder:
         for row in rows:
             saved.setdefault(row.agent, {})[row.t] = row.value
         self._saved_cost = saved
+        today = bucket_start(now, Step.DAY)
+        per_agent = {
+            who: (days.get(today, 0.0), sum(usd for t, usd in days.items() if t >= start))
+            for who, days in saved.items()
+        }
+        both = (sum(d for d, _ in per_agent.values()), sum(m for _, m in per_agent.values()))
+        self._saved_sums = (today, start, per_agent, both)
         for key, value in written.items():
             left = self._unsaved_cost.get(key, 0.0) - value
             if abs(left) < 1e-12:
