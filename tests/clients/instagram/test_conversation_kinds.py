@@ -1,13 +1,15 @@
 """The other ways people write to the persona, over loopback: an @mention elsewhere (its text
 read from the API, answered on the mentions edge), a comment answered privately (a DM about
 it), and a reply inside a comment's thread (answered under the thread's first comment, naming
-its writer)."""
+its writer); and a DM Instagram itself refuses for its messaging window."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from carrier.types import MemoryStatus
 from tests.clients.instagram._conversation_world import COMMENT_REPLY, World
 
 
@@ -62,3 +64,26 @@ async def test_a_reply_in_a_thread_goes_under_its_first_comment_naming_the_write
     memories = await w.memories()
     rooms = {m.room_id for m in memories}
     assert len(rooms) == 1  # the post's comments are one room
+
+
+async def test_a_dm_instagram_refuses_for_its_window_is_recorded_with_meta_s_reason(
+    make_world: Callable[..., Any],
+) -> None:
+    """The webhook's time says the window is open, Instagram's record says it closed: Meta
+    answers code 10 / 2534022, and the reply is failed with that reason, not retried."""
+    w: World = await make_world()
+    talk = w.graph.conversations
+    stale = talk.person_messages(
+        "still there?", user_id="u5", username="eve", at=datetime.now(UTC) - timedelta(hours=30)
+    )
+    payload = w.graph.webhooks.message(stale)
+    payload["entry"][0]["messaging"][0]["timestamp"] = int(datetime.now(UTC).timestamp() * 1000)
+    await w.graph.webhooks.deliver(payload, http=w.http)
+
+    await w.service.worker.drain()
+
+    assert [m.text for m in talk.thread_with("u5")] == ["still there?"]
+    assert len(talk.refusals) == 1 and talk.reply_calls == 1  # asked once, refused, not retried
+    [reply] = [m for m in await w.memories() if m.content.in_reply_to]
+    assert reply.status is MemoryStatus.FAILED
+    assert "2534022" in (reply.error or "") and "messaging window" in (reply.error or "")
