@@ -38,6 +38,7 @@ from carrier.pipeline.message import MessageManager
 from carrier.pipeline.state import StateComposer
 from carrier.plugins import Plugin, Registry
 from carrier.prompts import render_system, template_for
+from carrier.reply_vectors import embed_replies
 from carrier.types import (
     AgentRecord,
     Author,
@@ -171,6 +172,7 @@ class AgentRuntime:
             deadline_s=model.deadline,  # as long as a turn's, counted from the job's start
         )
         """Evaluators that run after the turn (:mod:`carrier.background`)."""
+        self.outbox.on_delivered = self._vectors_later
         self._rooms: dict[str, _RoomSlot] = {}
         self._search_ready: asyncio.Task[None] | None = None
 
@@ -234,6 +236,17 @@ class AgentRuntime:
                 self.agent_id,
                 exc_info=True,
             )
+
+    def _vectors_later(self, replies: Sequence[Memory]) -> None:
+        """Delivered replies get their vectors in the background (:mod:`carrier.reply_vectors`)."""
+        for room_id in dict.fromkeys(r.room_id for r in replies):
+
+            async def job(room_id: str = room_id) -> None:
+                await embed_replies(
+                    self.store, self.embedder, agent_id=self.agent_id, room_id=room_id
+                )
+
+            self.background.submit(("reply_vectors", room_id), job)
 
     async def settled(self) -> None:
         """Return once the background work the turns so far queued (fact extraction,

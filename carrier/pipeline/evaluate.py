@@ -91,11 +91,9 @@ class EvaluatorStage:
     async def _store_replies(self, turn: Turn) -> list[Memory]:
         rt = turn.runtime
         assert turn.inbound is not None and turn.room is not None
-        texts = [c.text for c in turn.outbound]
-        vectors = await rt.embedder.embed(texts)
         agent_entity = stable_id(rt.agent_id, "agent")
         replies = []
-        for i, (content, vector) in enumerate(zip(turn.outbound, vectors, strict=True)):
+        for i, content in enumerate(turn.outbound):
             content.source = turn.message.platform
             content.in_reply_to = turn.inbound.id
             content.metadata.setdefault("speaker", rt.character.name)
@@ -115,8 +113,8 @@ class EvaluatorStage:
                 entity_id=agent_entity,
                 kind=MemoryKind.MESSAGE,
                 content=content,
-                embedding=vector.tolist(),
-                embedding_model=rt.embedder.model_id,
+                # No vector yet: nothing in the turn reads it; it is made once the reply is
+                # delivered, in the background (carrier.reply_vectors).
                 status=MemoryStatus.PENDING,  # until the client has sent it
             )
             replies.append(await rt.store.add_memory(memory))

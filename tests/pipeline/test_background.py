@@ -239,3 +239,23 @@ async def test_close_drains_then_cancels_what_is_left() -> None:
 def test_background_work_needs_a_worker_and_a_backlog() -> None:
     with pytest.raises(ValueError, match="at least one worker"):
         BackgroundWork(name="t", workers=0)
+
+
+async def test_reply_vectors_are_made_after_delivery_and_caught_up(make_runtime, store) -> None:
+    model = FunctionModel(lambda r: "[]" if r.purpose == "facts" else xml("Noted."))
+    first = make_runtime(model)
+    lost = await first.handle(dm("remember the lighthouse"))
+    [reply] = lost.replies
+    assert (await store.get_memory(reply.id)).embedding is None  # the turn did not wait for it
+    await first.background.close(grace=0)  # the process stops before the vector is made
+    await first.outbox.deliver(lost.replies)
+    assert (await store.get_memory(reply.id)).embedding is None
+
+    again = make_runtime(model)
+    later = await again.handle(dm("and the harbour"))
+    await again.outbox.deliver(later.replies)
+    await again.settled()
+    for memory in (reply, *later.replies):
+        stored = await store.get_memory(memory.id)
+        assert stored.status is MemoryStatus.SENT  # the delivery status is left as it was
+        assert stored.embedding_model == again.embedder.model_id and stored.embedding

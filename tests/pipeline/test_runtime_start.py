@@ -37,7 +37,8 @@ async def test_runtime_start_loads_the_agents_vectors_after_a_restart(
         first = _runtime(character, store)
         await first.start()
         for i in range(3):
-            await first.handle(dm(f"message number {i} about ships", msg_id=f"m{i}"))
+            result = await first.handle(dm(f"message number {i} about ships", msg_id=f"m{i}"))
+            await first.outbox.deliver(result.replies)  # a delivered reply gets its vector
         await first.stop()
 
     async with SQLiteStore(path=path) as store:

@@ -55,7 +55,7 @@ async def test_runtime_turn_runs_all_five_stages(make_runtime, store) -> None:
     reply = await store.get_memory(result.replies[0].id)
     assert reply is not None and reply.content.in_reply_to == inbound.id
     assert reply.content.thought == "a newcomer says hi"
-    assert reply.embedding is not None
+    assert reply.embedding is None  # made once it is delivered, in the background
     assert reply.content.metadata["model"] == "function"
     assert reply.content.metadata["usage"]["calls"] == 1
     # the outbox: the reply waits pending, and the message with it, until the client sent it
@@ -66,6 +66,10 @@ async def test_runtime_turn_runs_all_five_stages(make_runtime, store) -> None:
     assert (await store.get_memory(inbound.id)).status is MemoryStatus.PROCESSED  # type: ignore[union-attr]
     room_messages = await store.get_memories(agent_id=runtime.agent_id, room_id=inbound.room_id)
     assert len(room_messages) == 2
+    await runtime.settled()
+    reply = await store.get_memory(reply.id)
+    assert reply is not None and reply.status is MemoryStatus.SENT
+    assert reply.embedding is not None and reply.embedding_model == runtime.embedder.model_id
 
 
 async def test_runtime_turn_killed_midway_keeps_the_message(make_runtime, store, character) -> None:
