@@ -235,21 +235,33 @@ def result_from_response(model: str, response: Any) -> ModelResult:
     if not text.strip() and not calls and getattr(choices[0], "finish_reason", None) != "length":
         raise MalformedAnswer("no content")  # (cut by max_tokens is the caller's choice)
     usage = getattr(response, "usage", None)
-    try:
-        cost = float(litellm().completion_cost(completion_response=response) or 0.0)
-    except Exception:  # litellm raises for models it has no price for
-        cost = 0.0
     return ModelResult(
         text=text,
         model=model,
         usage=Usage(
             prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
             completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
-            cost_usd=cost,
+            cost_usd=response_cost(response),
             calls=1,
         ),
         tool_calls=calls,
     )
+
+
+def response_cost(response: Any) -> float:
+    """What a completion cost in US dollars; 0 for a model litellm has no price for.
+
+    litellm prices every response it returns (``_hidden_params["response_cost"]``, None when it
+    has no price): that figure is used, as pricing again costs milliseconds of the event loop's
+    time per call (the model map's lookups). Only a response without it is priced here."""
+    hidden = getattr(response, "_hidden_params", None)
+    if isinstance(hidden, dict) and "response_cost" in hidden:
+        stamped = hidden["response_cost"]
+        return float(stamped) if isinstance(stamped, int | float) else 0.0
+    try:
+        return float(litellm().completion_cost(completion_response=response) or 0.0)
+    except Exception:  # litellm raises for models it has no price for
+        return 0.0
 
 
 class StreamAccumulator:

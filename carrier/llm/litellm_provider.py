@@ -102,13 +102,30 @@ class LiteLLMProvider(ModelProvider):
         self._environ = os.environ if environ is None else environ
         self.last_result: ModelResult | None = None
         self._vision: bool | None = None
+        self._warmed = False
 
     def __repr__(self) -> str:
         return f"LiteLLMProvider(model={self.model!r}, fallbacks={self.fallbacks!r})"
 
     async def prepare(self) -> None:
-        """Import litellm now (seconds, once per process) rather than in the first turn."""
-        await load_litellm()
+        """Import litellm now (seconds, once per process) and take one offline call through
+        it, rather than in the first turn: litellm sets up lazily on its first call (the
+        provider's modules, its logging and pricing paths: hundreds of ms), which would
+        otherwise land on the first person's answer. The call is litellm's own
+        ``mock_response``: nothing is sent, nothing is billed."""
+        litellm = await load_litellm()
+        if self._warmed:
+            return
+        self._warmed = True
+        try:
+            await litellm.acompletion(
+                model=self.model,
+                messages=[{"role": "user", "content": "warm-up"}],
+                mock_response="ok",
+                num_retries=0,
+            )
+        except Exception as exc:  # a warm-up that fails costs the first turn its time, no more
+            log.debug("model %s: warm-up call failed: %s", self.model, self._describe(exc))
 
     async def supports_vision(self) -> bool:
         """What litellm's model map says of the primary model (unknown models: no)."""
