@@ -208,9 +208,10 @@ def default_embedder() -> Embedder:
 
 
 async def load_embedder(embedder: Embedder) -> None:
-    """Load the embedding model now rather than at the first embedding, so the wait (seconds:
-    torch and the weights) happens where the caller shows progress. Embedders without a model
-    to load (test fakes) return at once."""
+    """Load the embedding model and warm it up (one encode) now rather than at the first
+    embedding, so the wait (seconds: torch, the weights, the first encode's lazy set-up) happens
+    where the caller shows progress, and an agent's first answer costs a normal turn. Embedders
+    without a model to load (test fakes) return at once."""
     load = getattr(embedder, "load", None)
     if load is not None and not getattr(embedder, "loaded", False):
         await load()

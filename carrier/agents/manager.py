@@ -36,7 +36,7 @@ from carrier.agents.history import History
 from carrier.agents.refresh import Revisions
 from carrier.agents.reports import ClientReports
 from carrier.agents.status import AgentStatus, Running
-from carrier.assemble import build_runtime
+from carrier.assemble import build_runtime, load_embedder
 from carrier.audit.base import AuditLog, audit_from
 from carrier.audit.context import current_actor
 from carrier.audit.model import AuditKind
@@ -370,6 +370,7 @@ class AgentManager(ClientConfigs, History, Revisions):
                 running.interrupted = await runtime.start(
                     recover=self.connections.start_scope(character, leases)
                 )
+                await self._warm(runtime)
                 self._running[agent_id] = running
                 self.reports.ensure_started()
                 # Debug: the caller reports it once (carrier run prints it, the API route logs it)
@@ -473,5 +474,12 @@ class AgentManager(ClientConfigs, History, Revisions):
         )
 
     # -- internals --------------------------------------------------------------------------
+    async def _warm(self, runtime: AgentRuntime) -> None:
+        """Before the agent reports running: its vector search loaded (the index the first
+        recall needs) and the embedder loaded and warmed up, so its first answer costs a normal
+        turn. (``runtime.start`` has loaded the model's library.) A search that failed to load
+        was logged by the runtime, and recall falls back to the database."""
+        await asyncio.gather(runtime.search_ready(), load_embedder(self.embedder))
+
     def _model_for(self, character: Character) -> ModelProvider | None:
         return self.model_factory(character) if self.model_factory is not None else None
