@@ -370,7 +370,11 @@ class AgentManager(ClientConfigs, History, Revisions):
                 running.interrupted = await runtime.start(
                     recover=self.connections.start_scope(character, leases)
                 )
-                await self._warm(runtime)
+                try:
+                    await self._warm(runtime)
+                except BaseException:  # an embedder that cannot load: the agent does not run
+                    await runtime.stop()
+                    raise
                 self._running[agent_id] = running
                 self.reports.ensure_started()
                 # Debug: the caller reports it once (carrier run prints it, the API route logs it)
