@@ -32,20 +32,10 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import httpx
-
-ADMIN = "bench-admin-token-of-24-characters"
-CHARACTER = {
-    "name": "Bench",
-    "bio": ["Bench answers quickly."],
-    "messageExamples": [
-        [
-            {"user": "{{user1}}", "content": {"text": "hello"}},
-            {"user": "Bench", "content": {"text": "Hi!"}},
-        ]
-    ],
-}
+from _served import ADMIN, CHARACTER, free_port, wait_ready
 
 
 async def serve(
@@ -102,26 +92,6 @@ async def serve(
             await manager.close()
             if host is not None:
                 await host.aclose()
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-async def wait_ready(url: str) -> None:
-    async with httpx.AsyncClient(base_url=url) as http:
-        for _ in range(600):
-            try:
-                if (await http.get("/health")).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            await asyncio.sleep(0.1)
-    raise RuntimeError("the API server did not come up")
 
 
 async def new_agent(url: str, label: str) -> str:
