@@ -1,8 +1,10 @@
 """One inbound event through the pipeline: policy, the turn, the reply sent once.
 
 A comment, a mention or a DM becomes a :class:`carrier.types.Message` (platform ``instagram``):
-a post's comments are one room (``media:<media id>``), a DM thread is one room
-(``dm:<person's id>``), the writer is an entity. The policy (:mod:`.policy`) decides first; a
+a comment's thread (the comment and its replies) is a room (``comment:<first comment's id>``, a
+thread under the post's room ``media:<media id>``), a DM thread is a room
+(``dm:<person's id>``), the writer is an entity. Turns of one room run one at a time here, so
+a reply in a busy thread waits for the one before it rather than superseding it. The policy (:mod:`.policy`) decides first; a
 skipped event is stored all the same (``runtime.observe``: ``ignored``, with the reason). An
 answered one goes through ``runtime.handle`` (stored before any work, the five stages), and its
 replies through ``runtime.outbox.deliver`` with a :class:`~.replies.ReplySender`.
@@ -16,7 +18,9 @@ the platform shows it, and a turn cut short before any reply was stored runs aga
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import weakref
 from typing import Any
 
 from carrier.jobs.errors import AwaitApproval
@@ -44,6 +48,16 @@ __all__ = ["PLATFORM", "answer_event", "to_message"]
 log = logging.getLogger(__name__)
 
 PLATFORM = "instagram"
+_ROOMS: weakref.WeakValueDictionary[tuple[str, str], asyncio.Lock] = weakref.WeakValueDictionary()
+
+
+def _room_lock(agent_id: str, room: str) -> asyncio.Lock:
+    lock = _ROOMS.get((agent_id, room))
+    if lock is None:
+        lock = _ROOMS[(agent_id, room)] = asyncio.Lock()
+    return lock
+
+
 _CLOSED = (MemoryStatus.PROCESSED, MemoryStatus.IGNORED, MemoryStatus.SUPERSEDED)
 
 
@@ -57,8 +71,15 @@ def to_message(event: InboundEvent) -> Message:
             platform_id=f"dm:{event.user_id}", name=f"DM with {name}", kind=RoomKind.DM
         )
     else:
+        # A comment and its replies are one conversation (a thread), under the post's room:
+        # people commenting on one post at once are answered side by side, none superseded.
         media = event.media_id or "unknown"
-        channel = Channel(platform_id=f"media:{media}", name=f"comments on {media}")
+        channel = Channel(
+            platform_id=f"comment:{event.parent_id or event.id}",
+            name=f"{name}'s comment on {media}",
+            kind=RoomKind.THREAD,
+            parent_platform_id=f"media:{media}",
+        )
         meta.update(media_id=event.media_id, parent_id=event.parent_id)
     message = Message(
         platform=PLATFORM,
@@ -167,7 +188,10 @@ async def _replies(
             )
         elif stored.status is MemoryStatus.FAILED:
             return {"failed": stored.error, "message_id": stored.id}
-    result = await runtime.handle(message)
+    # One turn at a time per room from here: a second reply in a thread waits for the first
+    # instead of superseding it (each comment is someone's own question).
+    async with _room_lock(runtime.agent_id, message.channel.platform_id):
+        result = await runtime.handle(message)
     failure = failure_of(result)
     if failure is not None:
         return {

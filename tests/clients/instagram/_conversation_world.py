@@ -144,9 +144,9 @@ async def make_world(
                 model_factory=lambda c: model,
                 client_factories={"instagram": factory},
             )
-            stack.push_async_callback(manager.close)
             host_audit = await open_host_audit(settings, manager.services)
-            stack.push_async_callback(host_audit.aclose)
+            stack.push_async_callback(host_audit.aclose)  # after the manager's close (LIFO)
+            stack.push_async_callback(manager.close)
             register_instagram_jobs(service, manager)
             character = {
                 "name": "Lumen",

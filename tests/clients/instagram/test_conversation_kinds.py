@@ -61,9 +61,9 @@ async def test_a_reply_in_a_thread_goes_under_its_first_comment_naming_the_write
 
     mine = talk.replies_to(top.id)
     assert [r.text for r in mine] == [f"@bo {COMMENT_REPLY}"]
-    memories = await w.memories()
-    rooms = {m.room_id for m in memories}
-    assert len(rooms) == 1  # the post's comments are one room
+    [asked] = [m for m in await w.memories() if m.content.text == "what film is it though?"]
+    room = await w.store.get_room(asked.room_id)
+    assert room is not None and room.platform_id == f"comment:{top.id}"  # the thread's room
 
 
 async def test_a_dm_instagram_refuses_for_its_window_is_recorded_with_meta_s_reason(

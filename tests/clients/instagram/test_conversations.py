@@ -4,6 +4,7 @@ through the pipeline (a FunctionModel), and the reply goes back to the fake over
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -44,7 +45,8 @@ async def test_a_signed_comment_webhook_gets_one_reply_in_the_comment_voice(
     assert inbound.content.text == "what film is this?" and inbound.content.source == "instagram"
     assert sent.content.text == COMMENT_REPLY and sent.content.in_reply_to == inbound.id
     room = await w.store.get_room(inbound.room_id)
-    assert room is not None and room.platform_id == f"media:{media}"
+    assert room is not None and room.platform_id == f"comment:{comment.id}"
+    assert room.kind == "thread" and room.parent_id is not None
 
 
 async def test_the_same_delivery_three_times_is_answered_once(
@@ -226,3 +228,37 @@ async def test_a_reply_sent_by_a_worker_that_died_before_recording_it_is_not_sen
     assert (await w.store.get_memory(reply.id)).status is MemoryStatus.SENT  # type: ignore[union-attr]
     inbound = await w.store.get_memory(result.inbound_id)
     assert inbound is not None and inbound.status is MemoryStatus.PROCESSED
+
+
+async def test_two_workers_on_one_job_store_answer_each_comment_once(
+    make_world: Callable[..., Any], tmp_path: Any
+) -> None:
+    """A second worker (its own job store connection and id) drains beside the first: the
+    claims keep each job on one worker, and the outbox each reply on one sender."""
+    from carrier.jobs import SQLiteJobStore, Worker
+    from clients.instagram.inbound.handler import InboundJobs
+    from clients.instagram.inbound.webhook import INBOUND_JOB_KIND
+
+    w: World = await make_world({"personCooldown": 0, "maxRepliesPerPost": 100})
+    talk = w.graph.conversations
+    media = w.graph.add_media()
+    comments = [
+        talk.person_comments(media, f"question {i}?", user_id=f"u{i}", username=f"p{i}")
+        for i in range(24)
+    ]
+    hooks = w.graph.webhooks
+    await hooks.deliver(hooks.batch([hooks.comment(c) for c in comments]), times=2, http=w.http)
+    second = SQLiteJobStore(path=w.jobs.path)
+    async with second:
+        other = Worker(store=second, worker_id="second-worker")
+        other.register(INBOUND_JOB_KIND, InboundJobs(w.manager).inbound, max_concurrent=4)
+
+        await asyncio.gather(w.service.worker.drain(), other.drain())
+
+        done = await second.list_jobs(kind=INBOUND_JOB_KIND, limit=None)
+    assert len(done) == 24 and all(j.state is JobState.SUCCEEDED for j in done)
+    unanswered = [j.result for j in done if not (j.result or {}).get("replied")]
+    assert [len(talk.replies_to(c.id)) for c in comments] == [1] * 24, unanswered
+    assert talk.reply_calls == 24
+    owners = {e.worker for j in done for e in j.history if e.worker}
+    assert owners <= {w.service.worker.worker_id, "second-worker"}
