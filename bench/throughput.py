@@ -126,12 +126,13 @@ def server_env(model_url: str, data_dir: Path, extra: dict[str, str]) -> dict[st
     return env
 
 
-async def batched_rate(texts: int, batch: int) -> float:
+async def batched_rate(texts: int, batch: int, threads: int | None) -> float:
     """Texts/s of the embedder's best case: one model call per ``batch`` distinct texts, in this
-    process while the server is idle (the same model, the same package)."""
+    process while the server is idle (the same model, the same package, the server's torch
+    threads: ``threads``, or the embedder's own default when None)."""
     from carrier.memory.sentence import SentenceTransformerEmbedder
 
-    embedder = SentenceTransformerEmbedder(cache_size=0, batch_size=batch)
+    embedder = SentenceTransformerEmbedder(cache_size=0, batch_size=batch, threads=threads)
     await embedder.load()
     warm = [message_text(-1, i) for i in range(batch)]
     await embedder.embed(warm)
@@ -297,7 +298,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             # The first turns load what the server loads lazily (the embedder, litellm): done
             # here, before the batched rate is measured and before any level.
             await first_turns(url)
-            rate = await batched_rate(args.embed_texts, 64)
+            threads = extra.get("CARRIER_EMBED_THREADS")
+            rate = await batched_rate(args.embed_texts, 64, int(threads) if threads else None)
             out: dict[str, Any] = {
                 "label": args.label,
                 "latency_s": args.latency,
