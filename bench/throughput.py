@@ -202,7 +202,11 @@ async def run_level(
 ) -> dict[str, Any]:
     agent_id = await new_agent(url, f"Bench {args.label} {n}")
     level = Level(url, agent_id, n, f"{n}-{agent_id[:6]}")
-    limits = httpx.Limits(max_connections=n + 10, max_keepalive_connections=n + 10)
+    # Idle connections are dropped before the server's keep-alive timeout (5 s) closes them, so
+    # a conversation that waited out a 429 does not send on a connection being closed.
+    limits = httpx.Limits(
+        max_connections=n + 10, max_keepalive_connections=n + 10, keepalive_expiry=3.0
+    )
     async with httpx.AsyncClient(base_url=url, headers=AUTH, limits=limits, timeout=120) as http:
         talking = [asyncio.create_task(level.conversation(http, c)) for c in range(n)]
         await asyncio.sleep(args.warmup)
