@@ -7,7 +7,9 @@ publisher: the token may read the account (``GET /{ig-user-id}``), the publishin
 serves what is uploaded (a small probe image is uploaded, fetched through ``ftp.baseUrl`` and
 compared byte for byte, then deleted) — the path every post takes to Instagram. For instagrapi:
 the package is there, the login secrets are set, and whether a saved session exists and can be
-decrypted; it never logs in (a login from a new place can trigger Instagram's checks).
+decrypted; it never logs in (a login from a new place can trigger Instagram's checks). Last,
+how comments and DMs would reach the persona (webhook secrets set, or the poller on), when
+either is set up.
 """
 
 from __future__ import annotations
@@ -63,9 +65,41 @@ async def check(target: ClientTarget) -> Sequence[Result]:
     config = config.model_copy(
         update={"request_timeout": min(config.request_timeout, target.timeout)}
     )
+    results = await (_instagrapi if config.publisher == "instagrapi" else _graph)(target, config)
+    talk = _conversations(target, config)
+    return results if talk is None else [*results, talk]
+
+
+def _conversations(target: ClientTarget, config: InstagramConfig) -> Result | None:
+    """How comments and DMs reach the persona: webhooks (their secrets set), or the poller.
+    Said when the operator set either up (a ``conversations`` section, a webhook secret)."""
+    from clients.instagram.inbound.webhook import APP_SECRET_ENV, VERIFY_TOKEN_ENV
+
+    set_up = "conversations" in target.config or any(
+        target.environ.get(v) for v in (APP_SECRET_ENV, VERIFY_TOKEN_ENV)
+    )
+    if not set_up:
+        return None
+    name = "instagram conversations"
+    talk = config.conversations
+    if not talk.enabled:
+        return skip(name, "off (conversations.enabled: false)")
+    if talk.poll.enabled:
+        return ok(name, f"polled every {talk.poll.interval:g} s")
     if config.publisher == "instagrapi":
-        return await _instagrapi(target, config)
-    return await _graph(target, config)
+        return skip(
+            name,
+            "not received: instagrapi has no webhooks; turn on conversations.poll to answer "
+            "comments and DMs",
+        )
+    unset = [v for v in (APP_SECRET_ENV, VERIFY_TOKEN_ENV) if not target.environ.get(v)]
+    if unset:
+        return skip(
+            name,
+            f"not received by webhook: {' and '.join(unset)} not set (the Meta app's secret and "
+            "the webhook's verify token); set them, or turn on conversations.poll",
+        )
+    return ok(name, "by webhook at /webhooks/instagram (app secret and verify token set)")
 
 
 # -- Graph API + FTP ------------------------------------------------------------------------------

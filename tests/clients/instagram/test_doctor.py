@@ -105,7 +105,7 @@ async def test_doctor_graph_all_green_and_the_probe_is_gone(
     results = await check(target(graph_config(ftp_server, fake_graph)))
 
     found = by_name(results)
-    assert [r.status for r in results] == ["ok"] * 4, results
+    assert [r.status for r in results] == ["ok"] * 4, results  # conversations not set up
     assert "@fake_account" in found["instagram token"].detail
     assert found["instagram quota"].detail == "0 of 50 posts used in the last 24 h"
     assert "serves what is uploaded" in found["instagram media URL"].detail
@@ -244,3 +244,23 @@ async def test_doctor_instagrapi_without_credentials_or_store() -> None:
     env = {"LUMEN_IG_USER": "lumen.film", "LUMEN_IG_PASSWORD": "hunter2-but-longer"}
     no_store = by_name(await check(target({"publisher": "instagrapi"}, env)))
     assert no_store["instagram session"].status == "skip"
+
+
+async def test_doctor_says_how_comments_and_dms_arrive(
+    ftp_server: tuple[str, int], fake_graph: FakeGraphAPI
+) -> None:
+    config = graph_config(ftp_server, fake_graph)
+    secrets = {"INSTAGRAM_APP_SECRET": "s3cret-app", "INSTAGRAM_WEBHOOK_VERIFY_TOKEN": "v"}
+
+    hooked = by_name(await check(target(config, secrets)))["instagram conversations"]
+    polled = by_name(await check(target({**config, "conversations": {"poll": {"enabled": True}}})))
+    unset = by_name(await check(target({**config, "conversations": {}})))
+
+    assert hooked.status == "ok" and "/webhooks/instagram" in hooked.detail
+    assert "s3cret-app" not in hooked.detail
+    assert polled["instagram conversations"].status == "ok"
+    assert polled["instagram conversations"].detail == "polled every 300 s"
+    assert unset["instagram conversations"].status == "skip"
+    assert "INSTAGRAM_APP_SECRET and INSTAGRAM_WEBHOOK_VERIFY_TOKEN not set" in (
+        unset["instagram conversations"].detail
+    )
