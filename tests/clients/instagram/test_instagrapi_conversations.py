@@ -106,3 +106,21 @@ async def test_a_challenge_is_an_operator_action_and_nothing_is_sent(
     assert job.state is JobState.FAILED
     assert "challenge" in (job.last_error or "").lower()
     assert ig.talk.sends == 0
+
+
+async def test_approval_holds_an_instagrapi_dm_until_a_human_approves(
+    make_world: Callable[..., Any],
+) -> None:
+    ig = FakeInstagram()
+    w: World = await make_world({"poll": {"enabled": True}, "approval": "required"}, private=ig)
+    await _poll(w)
+    ig.talk.person_messages("can I book a session?", user_id="6660004", username="dee")
+
+    await _poll(w)
+
+    [job] = await w.inbound_jobs()
+    assert job.state is JobState.AWAITING_APPROVAL and ig.talk.sends == 0
+    await w.jobs.approve(job.id, by="admin")
+    await w.service.worker.drain()
+
+    assert [m.text for m in ig.talk.thread_with("6660004")] == ["can I book a session?", DM_REPLY]
