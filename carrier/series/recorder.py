@@ -162,12 +162,15 @@ class SeriesRecorder:
         """The ``on_turn_end`` hook that counts every finished turn of every agent."""
 
         async def observe(point: HookPoint, turn: Turn) -> HookResult | None:
-            self.observe_turn(
-                turn.runtime.agent_id,
-                failed=turn.final_status == MemoryStatus.FAILED,
-                usage=turn.usage,
-                timings_ms=turn.trace.get("timings_ms"),
-            )
+            try:
+                self.observe_turn(
+                    turn.runtime.agent_id,
+                    failed=turn.final_status == MemoryStatus.FAILED,
+                    usage=turn.usage,
+                    timings_ms=turn.trace.get("timings_ms"),
+                )
+            except Exception:  # a turn that happened is never failed for its figures
+                log.exception("series: a turn of agent %s was not counted", turn.runtime.agent_id)
             return None
 
         return Plugin(

@@ -86,6 +86,10 @@ export class Overview {
   constructor({ describe }) {
     this.describe = describe;
     this.busy = false;
+    // Empty charts at once, so the page does not grow when the figures arrive.
+    for (const figure of document.querySelectorAll(".charts figure")) {
+      drawChart(figure, { title: figure.querySelector("figcaption").textContent, lines: [] });
+    }
   }
 
   say(text, kind = "") {
