@@ -124,6 +124,9 @@ class Conversations:
         """Replies and DMs that took effect and have not answered yet."""
         self.refusals: list[dict[str, Any]] = []
         """Errors the account's sends got (the window, a second private reply)."""
+        self.send_faults: list[str] = []
+        """Scripted outcomes of the next sends, one each: ``500_after_send`` (the reply or DM
+        takes effect, the answer is a 500) or ``500_before_send`` (a 500, nothing happens)."""
 
     # -- people act ----------------------------------------------------------------------------
     def person_comments(
@@ -334,6 +337,14 @@ class Conversations:
         if target == self.owner_id:
             return edge in ("messages", "mentions")
         return edge == "replies"
+
+    def faulty(self, answer: Callable[[], Reply]) -> Reply:
+        """Run a send as the next scripted fault says (under the fake's lock)."""
+        fault = self.send_faults.pop(0)
+        if fault == "500_before_send":
+            return graph_error(500, "An unexpected error has occurred.", 2, transient=True)
+        answer()
+        return graph_error(500, "An unexpected error has occurred.", 2, transient=True)
 
     def answer_late(self, answer: Callable[[], Reply]) -> Reply:
         """Run a send (under the fake's lock), then hold its answer ``answer_delay_s``."""

@@ -191,6 +191,8 @@ class FakeGraphAPI:
         if talk.answer_delay_s > 0 and talk.sends(method, target, edge):
             return talk.answer_late(lambda: self._handle(method, parts, target, edge, params))
         with self._lock:
+            if talk.send_faults and talk.sends(method, target, edge):
+                return talk.faulty(lambda: self._handle(method, parts, target, edge, params))
             return self._handle(method, parts, target, edge, params)
 
     def _handle(

@@ -41,7 +41,7 @@ from clients.instagram.graph.conversations import Conversations
 from clients.instagram.inbound.events import EventKind, InboundEvent
 from clients.instagram.inbound.moderation import ModerationSettings, Verdict, moderate, record
 from clients.instagram.inbound.policy import Caps, ConversationSettings, Decision, decide
-from clients.instagram.inbound.replies import OutsideWindow, ReplySender
+from clients.instagram.inbound.replies import UNCERTAIN, OutsideWindow, ReplySender
 
 __all__ = ["PLATFORM", "answer_event", "to_message"]
 
@@ -143,7 +143,6 @@ async def answer_event(
         return replies
     if settings.approval:
         await _approval(runtime, event, replies, approved, settings)
-    unsent = [r for r in replies if r.status is MemoryStatus.PENDING]
     sender = ReplySender(
         api,
         event,
@@ -152,6 +151,7 @@ async def answer_event(
     )
     if stored is not None:
         await _settle_unknown(runtime, replies, sender)
+    unsent = [r for r in replies if r.status is MemoryStatus.PENDING]
     if unsent and fence is not None:
         await fence()
     try:
@@ -281,17 +281,26 @@ async def _moderated(
 
 
 async def _settle_unknown(runtime: Any, replies: list[Memory], sender: ReplySender) -> None:
-    """Replies a recovery failed as too old to send (their process stopped while they were on
-    their way): sent after all when the platform shows them."""
+    """Replies whose fate was not known when they were failed: a recovery's "too old to send"
+    (their process stopped while they were on their way), or a send with no clear answer.
+    Sent after all when the platform shows them; an uncertain one it does not show is sent
+    again."""
     stale = runtime.outbox.stale_reason
     for reply in replies:
-        failed = reply.status is MemoryStatus.FAILED and reply.error == stale
-        if failed and await sender.on_platform(sender.text_of(reply)):
-            await runtime.store.set_memory_status(
-                reply.id, MemoryStatus.SENT, expect=[MemoryStatus.FAILED]
-            )
-            reply.status = MemoryStatus.SENT
+        if reply.status is not MemoryStatus.FAILED:
+            continue
+        uncertain = UNCERTAIN in (reply.error or "")
+        if reply.error != stale and not uncertain:
+            continue
+        if await sender.on_platform(sender.text_of(reply)):
+            status = MemoryStatus.SENT
             sender.found += 1
+        elif uncertain:
+            status = MemoryStatus.PENDING
+        else:
+            continue
+        if await runtime.store.set_memory_status(reply.id, status, expect=[MemoryStatus.FAILED]):
+            reply.status = status
     inbound = replies[0].content.in_reply_to if replies else None
     if inbound and any(r.status is MemoryStatus.SENT for r in replies):
         await runtime.outbox.close(inbound)  # a delivered reply: the message is processed

@@ -23,18 +23,27 @@ from typing import Any
 
 from carrier.types import Memory, utcnow
 from clients.instagram.errors import GraphAPIError, InstagramError
-from clients.instagram.graph.api import parse_timestamp
+from clients.instagram.graph.api import UnclearResponse, parse_timestamp
 from clients.instagram.graph.conversations import Conversations, outside_window
 from clients.instagram.graph.recovery import caption_fingerprint
 from clients.instagram.inbound.events import EventKind, InboundEvent
 
-__all__ = ["MESSAGING_WINDOW", "OutsideWindow", "ReplySender"]
+__all__ = ["MESSAGING_WINDOW", "UNCERTAIN", "OutsideWindow", "ReplySender", "SendUncertain"]
 
 MESSAGING_WINDOW = timedelta(hours=24)
 
 
+UNCERTAIN = "uncertain:"
+"""How the reason of a reply whose send had no clear answer begins (a timeout, a 5xx): the run
+that retries it reads the platform first, and sends it only if it is not there."""
+
+
 class OutsideWindow(InstagramError):
     """A DM that Instagram's messaging window no longer allows; nothing was sent."""
+
+
+class SendUncertain(InstagramError):
+    """The send had no clear answer: the reply may or may not be out."""
 
 
 class ReplySender:
@@ -92,6 +101,8 @@ class ReplySender:
             else:
                 target = event.parent_id or event.id
                 self.sent.append(await self.api.reply(target, text, media_id=event.media_id))
+        except UnclearResponse as exc:
+            raise SendUncertain(f"{UNCERTAIN} {exc}") from exc
         except GraphAPIError as exc:
             if outside_window(exc):
                 raise OutsideWindow(

@@ -9,7 +9,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from carrier.jobs import JobState
 from carrier.types import MemoryStatus
+from clients.instagram import InstagramClient
+from clients.instagram.inbound.webhook import event_of
 from tests.clients.instagram._conversation_world import COMMENT_REPLY, World
 
 
@@ -87,3 +90,36 @@ async def test_a_dm_instagram_refuses_for_its_window_is_recorded_with_meta_s_rea
     [reply] = [m for m in await w.memories() if m.content.in_reply_to]
     assert reply.status is MemoryStatus.FAILED
     assert "2534022" in (reply.error or "") and "messaging window" in (reply.error or "")
+
+
+async def test_a_reply_with_no_clear_answer_is_looked_for_then_sent_at_most_once(
+    make_world: Callable[..., Any],
+) -> None:
+    """A 500 after the reply went out, then a 500 before anything happened: the retry reads
+    the comment's replies, finds the first and sends the second once."""
+    w: World = await make_world()
+    talk = w.graph.conversations
+    media = w.graph.add_media()
+    went = talk.person_comments(media, "what film is this?", user_id="u1", username="ana")
+    lost = talk.person_comments(media, "where is this?", user_id="u2", username="bo")
+    talk.send_faults = ["500_after_send", "500_before_send"]
+    hooks = w.graph.webhooks
+    for comment in (went, lost):
+        await hooks.deliver(hooks.comment(comment), http=w.http)
+        await w.service.worker.drain()
+    assert len(talk.replies_to(went.id)) == 1 and talk.replies_to(lost.id) == []
+    jobs = await w.inbound_jobs()
+    assert all(j.state is JobState.PENDING and j.attempts == 1 for j in jobs)  # to be retried
+    client = w.manager.client(w.agent_id, "instagram")
+    assert isinstance(client, InstagramClient)
+
+    results = {
+        j.payload["id"]: await client.answer(event_of(j.payload), again=True) for j in jobs
+    }  # what the retries do
+
+    assert results[went.id]["found_on_platform"] == 1 and results[went.id]["replied"] == []
+    assert len(results[lost.id]["replied"]) == 1
+    assert [len(talk.replies_to(c.id)) for c in (went, lost)] == [1, 1]
+    statuses = {m.content.text: m.status for m in await w.memories()}
+    assert statuses["what film is this?"] is MemoryStatus.PROCESSED
+    assert statuses["where is this?"] is MemoryStatus.PROCESSED
