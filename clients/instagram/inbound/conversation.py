@@ -1,19 +1,24 @@
-"""One inbound event through the pipeline: policy, the turn, the reply sent once.
+"""One inbound event through the pipeline: moderation, policy, the turn, the reply sent once.
 
 A comment, a mention or a DM becomes a :class:`carrier.types.Message` (platform ``instagram``):
 a comment's thread (the comment and its replies) is a room (``comment:<first comment's id>``, a
 thread under the post's room ``media:<media id>``), a DM thread is a room
 (``dm:<person's id>``), the writer is an entity. Turns of one room run one at a time here, so
-a reply in a busy thread waits for the one before it rather than superseding it. The policy (:mod:`.policy`) decides first; a
-skipped event is stored all the same (``runtime.observe``: ``ignored``, with the reason). An
-answered one goes through ``runtime.handle`` (stored before any work, the five stages), and its
-replies through ``runtime.outbox.deliver`` with a :class:`~.replies.ReplySender`.
+a reply in a busy thread waits for the one before it rather than superseding it.
+
+Moderation (:mod:`.moderation`) and then the policy (:mod:`.policy`) decide first; a hidden,
+flagged or skipped event is stored all the same (``runtime.observe``: ``ignored``, with the
+reason). An answered one goes through ``runtime.handle`` (stored before any work, the five
+stages), waits for approval when that is on, and its replies go through
+``runtime.outbox.deliver`` with a :class:`~.replies.ReplySender`.
 
 Run again (a retry, or a job taken over from a worker that died), it settles what the earlier
 run left instead of starting over: the message is found stored (by the id derived from the
 platform's), replies a dead worker had claimed are made pending again and sent only if the
-platform does not show them yet, a reply failed while its fate was unknown is marked sent when
-the platform shows it, and a turn cut short before any reply was stored runs again.
+platform does not show them yet, a reply failed while its fate was unknown (a send with no
+clear answer, a recovery's "too old") is marked sent when the platform shows it (an uncertain
+one it does not show is sent again), and a turn cut short before any reply was stored runs
+again.
 """
 
 from __future__ import annotations
