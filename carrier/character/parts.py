@@ -28,6 +28,7 @@ from carrier.character._describe import describe
 from carrier.character.secrets import SecretValue
 
 __all__ = [
+    "BudgetPolicy",
     "CharacterSettings",
     "ElizaModel",
     "ExampleContent",
@@ -220,6 +221,27 @@ class RetentionPolicy(ElizaModel):
     """Summarize old messages into the room's summaries before deleting them."""
 
 
+class BudgetPolicy(ElizaModel):
+    """``settings.budget``: what the agent's model calls may cost, in US dollars as litellm
+    prices them, per UTC day and calendar month, and what happens once one is spent (see
+    :mod:`carrier.llm.budget`, which enforces it)."""
+
+    model_config = ConfigDict(extra="forbid")  # a misspelt limit would silently allow anything
+
+    daily_usd: float | None = Field(default=None, gt=0)
+    monthly_usd: float | None = Field(default=None, gt=0)
+    policy: Literal["warn", "fallback", "offline", "pause"] = "warn"
+    """``warn`` (log and audit), ``fallback`` (to ``fallbackModel``), ``offline`` (answer from
+    the examples) or ``pause`` (stop the agent)."""
+    fallback_model: str | None = Field(default=None, min_length=1)
+
+    @model_validator(mode="after")
+    def _fallback_named(self) -> BudgetPolicy:
+        if self.policy == "fallback" and not self.fallback_model:
+            raise ValueError("policy fallback needs fallbackModel (the cheaper model to use)")
+        return self
+
+
 class CharacterSettings(ElizaModel):
     """Free-form settings; the keys Carrier reads are typed, the rest are kept as they are."""
 
@@ -240,3 +262,5 @@ class CharacterSettings(ElizaModel):
     voice: dict[str, Any] | None = None
     retention: RetentionPolicy | None = None
     """How long messages and uploads are kept (:class:`RetentionPolicy`); unset: for ever."""
+    budget: BudgetPolicy | None = None
+    """What the model may cost (:class:`BudgetPolicy`); unset: no limit but the global one."""

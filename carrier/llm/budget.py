@@ -32,8 +32,9 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import ValidationError
 
+from carrier.character.parts import BudgetPolicy
 from carrier.errors import ConfigError
 from carrier.llm.base import ModelProvider, ModelRequest, ModelResult
 from carrier.llm.failures import StreamInterrupted
@@ -65,21 +66,10 @@ class Policy(StrEnum):
         return list(Policy).index(self)
 
 
-class Budget(BaseModel):
-    """A budget: limits in USD (either may be left out) and the policy past them."""
-
-    model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True)
-
-    day_usd: float | None = Field(default=None, alias="dailyUsd", gt=0)
-    month_usd: float | None = Field(default=None, alias="monthlyUsd", gt=0)
-    policy: Policy = Policy.WARN
-    fallback_model: str | None = Field(default=None, alias="fallbackModel", min_length=1)
-
-    @model_validator(mode="after")
-    def _complete(self) -> Budget:
-        if self.policy is Policy.FALLBACK and not self.fallback_model:
-            raise ValueError("policy fallback needs fallbackModel (the cheaper model to use)")
-        return self
+Budget = BudgetPolicy
+"""A budget: limits in USD (either may be left out) and the policy past them; the character's
+``settings.budget`` model (:class:`carrier.character.parts.BudgetPolicy`), so a character with an
+invalid one is refused where it is read (``carrier validate``, the API), with the field's path."""
 
 
 class SpendSource(Protocol):
@@ -124,11 +114,13 @@ def _parse(raw: Any, where: str, fix: str) -> Budget:
 
 def budget_of(character: Any) -> Budget | None:
     """The character's ``settings.budget``, or None; :class:`ConfigError` with the field path
-    and an example when it is not one."""
-    extra = getattr(getattr(character, "settings", None), "model_extra", None) or {}
-    raw = extra.get("budget")
+    and an example when it is not one (a character read without validation)."""
+    settings = getattr(character, "settings", None)
+    raw = getattr(settings, "budget", None)
     if raw is None:
-        return None
+        raw = (getattr(settings, "model_extra", None) or {}).get("budget")
+    if raw is None or isinstance(raw, Budget):
+        return raw
     if not isinstance(raw, Mapping):
         raise ConfigError(f"settings.budget: expected a mapping like {EXAMPLE}")
     return _parse(dict(raw), "settings.budget", f"for example budget: {EXAMPLE}")
@@ -161,11 +153,12 @@ def _over(budget: Budget | None, spend: Any, scope: str) -> Exceeded | None:
     if budget is None:
         return None
     for period, limit, spent in (
-        ("day", budget.day_usd, spend.day_usd),
-        ("month", budget.month_usd, spend.month_usd),
+        ("day", budget.daily_usd, spend.day_usd),
+        ("month", budget.monthly_usd, spend.month_usd),
     ):
         if limit is not None and spent >= limit:
-            return Exceeded(scope, period, spent, limit, budget.policy, budget.fallback_model)
+            policy = Policy(budget.policy)
+            return Exceeded(scope, period, spent, limit, policy, budget.fallback_model)
     return None
 
 

@@ -186,3 +186,12 @@ async def test_series_endpoint_unavailable_without_series(
         await manager.close()
     assert got.status_code == 409
     assert "CARRIER_SERIES" in got.json()["message"]
+
+
+async def test_series_invalid_budget_refused_by_the_api(world: World) -> None:
+    data = {**LIMITED, "settings": {"budget": {"dailyUsd": 1, "policy": "fallback"}}}
+    refused = await world.http.post("/agents", json=data)
+    assert refused.status_code == 422
+    [problem] = refused.json()["problems"]
+    assert problem["path"] == "settings.budget"
+    assert "fallbackModel" in problem["message"]

@@ -66,8 +66,8 @@ class BudgetOut(BaseModel):
         if budget is None:
             return None
         return cls(
-            day_usd=budget.day_usd,
-            month_usd=budget.month_usd,
+            day_usd=budget.daily_usd,
+            month_usd=budget.monthly_usd,
             policy=str(budget.policy),
             fallback_model=budget.fallback_model,
         )
