@@ -17,8 +17,9 @@ import json
 import logging
 import sqlite3
 from collections import defaultdict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import aiosqlite
 
@@ -34,6 +35,13 @@ _LOAD_PAGE = 10_000
 """Vectors read per statement while loading the index."""
 _SYNC_LIMIT = 20_000
 """More pending changes than this and the index reloads instead of replaying them."""
+_JOINED = 256
+"""Up to this many pending changes are read with their rows in one statement."""
+_CHANGED_COLUMNS = (
+    "m.seq, m.id, m.room_id, m.entity_id, m.kind, m.created_at, m.embedding, m.embedding_model, "
+    "m.agent_id"
+)
+"""What applying a change reads of its memory (the order :func:`codec.vector_rows` expects)."""
 _KEEP_CHANGES = 100_000
 _PRUNE_EVERY = 10_000
 """The change log keeps the last ``_KEEP_CHANGES`` entries (a process further behind reloads),
@@ -164,8 +172,30 @@ class ChangeWatch(SQLiteConnection):
             return None
 
     async def _read_changes(self) -> None:
-        """Apply the change log past the cursor (or reset the index where it is too far behind)."""
+        """Apply the change log past the cursor (or reset the index where it is too far behind).
+        The few changes of a turn come with their rows (vectors included) in one read; more than
+        :data:`_JOINED` are read as ids first, then their rows."""
         assert self.vectors is not None
+        loaded = self.vectors.agents
+        joined = await self._fetch(
+            "reading the change log",
+            f"""SELECT c.n, c.agent_id, c.memory_id, {_CHANGED_COLUMNS}
+            FROM memory_changes AS c LEFT JOIN memories AS m
+                ON m.id = c.memory_id AND c.agent_id IN (SELECT value FROM json_each(?))
+            WHERE c.n > ? ORDER BY c.n LIMIT ?""",
+            (json.dumps(sorted(loaded)), self._cursor, _JOINED + 1),
+        )
+        if not joined:
+            return
+        if len(joined) <= _JOINED and not self._gap(joined[0][0]):
+            self._cursor = int(joined[-1][0])
+            wanted = {row[2]: row[1] for row in joined if row[1] in loaded}
+            if wanted:
+                # The changed rows, once each (a memory changed twice is read twice, the same).
+                rows = list({row[4]: row[3:] for row in joined if row[4] is not None}.values())
+                self._apply_rows(wanted, rows)
+            await self._maybe_prune(len(joined))
+            return
         changes = await self._fetch(
             "reading the change log",
             "SELECT n, agent_id, memory_id FROM memory_changes WHERE n > ? ORDER BY n LIMIT ?",
@@ -174,7 +204,7 @@ class ChangeWatch(SQLiteConnection):
         if not changes:
             return
         start = self._cursor
-        gap = start and changes[0][0] > start + 1  # pruned before this process read it
+        gap = self._gap(changes[0][0])  # pruned before this process read it
         self._cursor = int(changes[-1][0])
         if gap or len(changes) > _SYNC_LIMIT:
             # Too many to replay one by one: the agents concerned reload on their next search.
@@ -198,7 +228,15 @@ class ChangeWatch(SQLiteConnection):
         wanted = {row[2]: row[1] for row in changes if row[1] in loaded}
         if wanted:
             await self._apply_changes(wanted)
-        if self._cursor % _PRUNE_EVERY < len(changes):
+        await self._maybe_prune(len(changes))
+
+    def _gap(self, first: int) -> bool:
+        """Whether the log was pruned past the cursor before this process read it."""
+        return bool(self._cursor) and first > self._cursor + 1
+
+    async def _maybe_prune(self, read: int) -> None:
+        """Prune the log about every ``_PRUNE_EVERY`` changes (``read`` were just read)."""
+        if self._cursor % _PRUNE_EVERY < read:
             await self._write(
                 "pruning the change log",
                 "DELETE FROM memory_changes WHERE n <= ?",
@@ -206,22 +244,27 @@ class ChangeWatch(SQLiteConnection):
             )
 
     async def _apply_changes(self, agents_by_id: dict[str, str]) -> None:
-        assert self.vectors is not None
         rows = await self._fetch(
             "reading changed vectors",
-            """SELECT seq, id, room_id, entity_id, kind, created_at, embedding, embedding_model,
-                agent_id
+            f"""SELECT {_CHANGED_COLUMNS.replace("m.", "")}
             FROM memories WHERE id IN (SELECT value FROM json_each(?))""",
             (json.dumps(list(agents_by_id)),),
         )
-        groups: dict[tuple[str, str, int], list[sqlite3.Row]] = defaultdict(list)
+        self._apply_rows(agents_by_id, rows)
+
+    def _apply_rows(self, agents_by_id: dict[str, str], rows: Sequence[Sequence[Any]]) -> None:
+        """Bring the index to ``rows`` (of :data:`_CHANGED_COLUMNS`), the memories still present
+        of the changed ones (``agents_by_id``: memory id → agent); the others are gone."""
+        assert self.vectors is not None
+        loaded = self.vectors.agents
+        groups: dict[tuple[str, str, int], list[Sequence[Any]]] = defaultdict(list)
         for row in rows:
-            if row["embedding"] is not None and row["embedding_model"] is not None:
-                dim = len(row["embedding"]) // 4
-                groups[(row["agent_id"], row["embedding_model"], dim)].append(row)
+            if row[6] is not None and row[7] is not None and row[8] in loaded:
+                dim = len(row[6]) // 4
+                groups[(row[8], row[7], dim)].append(row)
         for (agent_id, model, dim), group in groups.items():
             self.vectors.upsert(agent_id, model, codec.vector_rows(group, dim))
-        present = {row["id"] for row in rows if row["embedding"] is not None}
+        present = {row[1] for row in rows if row[6] is not None}
         gone: dict[str, list[str]] = defaultdict(list)
         for memory_id, agent_id in agents_by_id.items():
             if memory_id not in present:

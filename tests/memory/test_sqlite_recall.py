@@ -74,7 +74,14 @@ async def test_sqlite_migrates_a_version_1_database(tmp_path: Path) -> None:
         assert store.vectors is not None and store.vectors.loaded("a", MODEL, 8)
 
 
-async def test_sqlite_index_follows_another_process_writes(tmp_path: Path) -> None:
+@pytest.mark.parametrize("joined", [256, 2], ids=["one-read", "ids-first"])
+async def test_sqlite_index_follows_another_process_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, joined: int
+) -> None:
+    from carrier.memory import _sqlite_changes
+
+    # A few changes come with their rows in one read; more than _JOINED, ids first.
+    monkeypatch.setattr(_sqlite_changes, "_JOINED", joined)
     path = tmp_path / "carrier.db"
     async with SQLiteStore(path=path) as mine, SQLiteStore(path=path) as theirs:
         kept = await mine.add_memory(_memory("kept", _unit(1)))
@@ -85,7 +92,11 @@ async def test_sqlite_index_follows_another_process_writes(tmp_path: Path) -> No
         assert await theirs.delete_memory(doomed.id)
         await theirs.update_memory(kept.model_copy(update={"embedding": _unit(4).tolist()}))
 
+        statements: list[str] = []
+        await mine._conn().set_trace_callback(statements.append)
         assert await _top(mine, _unit(3)) == ["theirs"]
+        read = [s for s in statements if "memory_changes" in s]
+        assert len(read) == (1 if joined > 3 else 2), read
         assert "doomed" not in await _top(mine, _unit(2), k=10)
         top = await mine.search_memories(
             agent_id="a", embedding=_unit(4).tolist(), embedding_model=MODEL, k=1
