@@ -21,10 +21,13 @@ from enum import StrEnum
 __all__ = [
     "COST",
     "ERRORS",
+    "JOBS",
+    "LATENCY",
     "LATENCY_BOUNDS_MS",
     "REDACTIONS",
     "TOKENS_COMPLETION",
     "TOKENS_PROMPT",
+    "TOTAL_STAGE",
     "TURNS",
     "Row",
     "Step",
@@ -37,7 +40,8 @@ __all__ = [
 TURNS = "turns"
 """Turns finished, whatever their outcome."""
 ERRORS = "errors"
-"""Turns that ended failed (no usable answer from the model, a stage that raised)."""
+"""Turns that ended ``failed`` (no usable answer from the model). A turn that raised never
+reaches the ``on_turn_end`` hooks: its client logs it, and ``/metrics`` counts it."""
 TOKENS_PROMPT = "tokens.prompt"
 TOKENS_COMPLETION = "tokens.completion"
 COST = "cost_usd"
