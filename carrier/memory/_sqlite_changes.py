@@ -192,8 +192,8 @@ class ChangeWatch(SQLiteConnection):
             wanted = {row[2]: row[1] for row in joined if row[1] in loaded}
             if wanted:
                 # The changed rows, once each (a memory changed twice is read twice, the same).
-                rows = list({row[4]: row[3:] for row in joined if row[4] is not None}.values())
-                self._apply_rows(wanted, rows)
+                changed = list({row[4]: row[3:] for row in joined if row[4] is not None}.values())
+                self._apply_rows(wanted, changed)
             await self._maybe_prune(len(joined))
             return
         changes = await self._fetch(

@@ -59,8 +59,9 @@ def memory_from_row(row: sqlite3.Row) -> Memory:
     )
 
 
-def vector_rows(rows: Sequence[sqlite3.Row], dim: int) -> VectorRows:
-    """Rows of (seq, id, room_id, entity_id, kind, created_at, embedding, ...)."""
+def vector_rows(rows: Sequence[Sequence[Any]], dim: int) -> VectorRows:
+    """Rows (``sqlite3.Row`` or tuples) of (seq, id, room_id, entity_id, kind, created_at,
+    embedding, ...)."""
     return VectorRows(
         ids=[row[1] for row in rows],
         rooms=[row[2] for row in rows],
