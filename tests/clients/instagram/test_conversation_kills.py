@@ -13,16 +13,19 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from pathlib import Path
 
 import httpx
+import pytest
 
 from carrier.jobs import JobState, SQLiteJobStore
 from carrier.memory.sqlite import SQLiteStore
 from carrier.types import MemoryKind, MemoryStatus
 from clients.instagram.fake import FakeGraphAPI
 from clients.instagram.inbound.webhook import INBOUND_JOB_KIND
-from tests.deploy.procs import CarrierProcess, base_env, free_port
+from tests.deploy.procs import ADMIN_TOKEN, CarrierProcess, base_env, free_port
+from tests.mongo_servers import MongoServer
 
 APP_SECRET = "meta-app-secret-for-the-kill-test"
 TOKEN = "EAAG-kill-test-token"
@@ -135,17 +138,28 @@ async def _jobs(data: Path) -> list:  # type: ignore[type-arg]
         return await jobs.list_jobs(kind=INBOUND_JOB_KIND, limit=None)
 
 
+@pytest.fixture(params=["sqlite", "mongo"])
+def mongodb_uri(request: pytest.FixtureRequest) -> str | None:
+    """The store the processes share: a SQLite file, or a database on the MongoDB-compatible
+    server the suite starts."""
+    if request.param == "sqlite":
+        return None
+    server: MongoServer = request.getfixturevalue("mongo_compatible_server")
+    return server.database_uri(f"ig_{uuid.uuid4().hex[:10]}")
+
+
 async def test_the_web_process_stores_the_delivery_and_the_worker_answers_it(
-    tmp_path: Path,
+    tmp_path: Path, mongodb_uri: str | None
 ) -> None:
-    """``carrier serve --no-clients`` receives the webhook and only enqueues (it runs no
-    Instagram client); ``carrier run --no-api`` runs the client and answers."""
-    data = tmp_path / "data"
+    """``carrier serve --no-clients`` receives the webhook and only enqueues (it runs no job
+    worker); ``carrier run --no-api`` runs the Instagram client and answers. On SQLite and on
+    MongoDB (the job store, the idempotency keys and the policy's counters on each)."""
     with FakeGraphAPI(token=TOKEN, app_secret=APP_SECRET) as fake:
         path = tmp_path / "lumen.json"
         path.write_text(json.dumps(character(fake)), encoding="utf-8")
         env = base_env(
-            data,
+            tmp_path / "data",
+            mongodb_uri=mongodb_uri,
             INSTAGRAM_APP_SECRET=APP_SECRET,
             INSTAGRAM_WEBHOOK_VERIFY_TOKEN="web-worker-verify",
             IG_TOKEN=TOKEN,
@@ -166,16 +180,25 @@ async def test_the_web_process_stores_the_delivery_and_the_worker_answers_it(
             comment = talk.person_comments(
                 media, "what film is this?", user_id="u1", username="ana"
             )
-            async with httpx.AsyncClient(timeout=30) as http:
-                assert await fake.webhooks.deliver(fake.webhooks.comment(comment), http=http) == [
-                    200
-                ]
-            await _until(lambda: len(talk.replies_to(comment.id)) == 1)
+            async with httpx.AsyncClient(
+                base_url=f"http://127.0.0.1:{port}",
+                headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
+                timeout=30,
+            ) as http:
+                payload = fake.webhooks.comment(comment)
+                assert await fake.webhooks.deliver(payload, times=2, http=http) == [200, 200]
+                await _until(lambda: len(talk.replies_to(comment.id)) == 1)
+
+                async def succeeded() -> bool:
+                    found = (await http.get("/jobs", params={"kind": INBOUND_JOB_KIND})).json()
+                    return len(found) == 1 and found[0]["state"] == "succeeded"
+
+                await _until(succeeded)
+                [job] = (await http.get("/jobs", params={"kind": INBOUND_JOB_KIND})).json()
         finally:
             for proc in (web, worker):
                 if proc is not None:
                     proc.stop()
-        [job] = await _jobs(data)
-        assert job.agent_id is not None  # matched to the agent by the web process
-        assert job.state is JobState.SUCCEEDED  # run by the worker: serve runs no job worker
+        assert job["agent_id"] is not None  # matched to the agent by the web process
         assert [r.text for r in talk.replies_to(comment.id)] == ["re: what film is this?"]
+        assert talk.reply_calls == 1
