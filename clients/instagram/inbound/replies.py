@@ -31,6 +31,8 @@ from clients.instagram.inbound.events import EventKind, InboundEvent
 __all__ = ["MESSAGING_WINDOW", "UNCERTAIN", "OutsideWindow", "ReplySender", "SendUncertain"]
 
 MESSAGING_WINDOW = timedelta(hours=24)
+COMMENT_LIMIT = 2200
+MESSAGE_LIMIT = 1000
 
 
 UNCERTAIN = "uncertain:"
@@ -72,14 +74,16 @@ class ReplySender:
 
     def text_of(self, reply: Memory) -> str:
         """What is posted: in a comment's thread (a reply to a reply), the reply goes under the
-        thread's first comment, so it names the person it answers."""
+        thread's first comment, so it names the person it answers; cut to what Instagram takes
+        (a comment 2,200 characters, a message 1,000)."""
         text = reply.content.text
         event = self.event
         if event.kind is EventKind.COMMENT and event.parent_id and not self.private:
             handle = f"@{event.username}" if event.username else ""
             if handle and not text.lower().startswith(handle.lower()):
-                return f"{handle} {text}"
-        return text
+                text = f"{handle} {text}"
+        dm = event.kind is EventKind.MESSAGE or self.private
+        return _cut(text, MESSAGE_LIMIT if dm else COMMENT_LIMIT)
 
     async def __call__(self, reply: Memory) -> None:
         text = self.text_of(reply)
@@ -146,6 +150,15 @@ class ReplySender:
             _from(c) == self.api.ig_user_id and caption_fingerprint(str(c.get("text"))) == mine
             for c in items
         )
+
+
+def _cut(text: str, limit: int) -> str:
+    """``text`` within ``limit`` characters, cut at a word with an ellipsis when too long."""
+    if len(text) <= limit:
+        return text
+    head = text[: limit - 1]
+    space = head.rfind(" ")
+    return (head[:space] if space > limit // 2 else head).rstrip() + "…"
 
 
 def _from(item: dict[str, Any]) -> str:

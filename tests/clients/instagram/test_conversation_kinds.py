@@ -123,3 +123,21 @@ async def test_a_reply_with_no_clear_answer_is_looked_for_then_sent_at_most_once
     statuses = {m.content.text: m.status for m in await w.memories()}
     assert statuses["what film is this?"] is MemoryStatus.PROCESSED
     assert statuses["where is this?"] is MemoryStatus.PROCESSED
+
+
+def test_replies_are_cut_to_what_instagram_takes() -> None:
+    from carrier.types import Content, Memory
+    from clients.instagram.inbound.events import EventKind, InboundEvent
+    from clients.instagram.inbound.replies import ReplySender
+
+    long = Memory(agent_id="a", room_id="r", entity_id="e", content=Content(text="frame " * 500))
+    dm = InboundEvent(kind=EventKind.MESSAGE, account_id="me", id="m1", user_id="u1")
+    comment = InboundEvent(
+        kind=EventKind.COMMENT, account_id="me", id="c2", parent_id="c1", username="bo"
+    )
+
+    as_dm = ReplySender(None, dm).text_of(long)  # type: ignore[arg-type]
+    as_comment = ReplySender(None, comment).text_of(long)  # type: ignore[arg-type]
+
+    assert len(as_dm) <= 1000 and as_dm.endswith("frame…")
+    assert len(as_comment) <= 2200 and as_comment.startswith("@bo frame")
