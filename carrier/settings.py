@@ -90,10 +90,11 @@ class Settings(BaseSettings):
     reply_recovery_seconds: float = Field(default=120.0, gt=0, le=86400)
     """How long after it was written a reply a stopped process left unsent is still sent when
     the agent starts again; an older one is marked failed (``not delivered within N s``)."""
-    gate_store: int = Field(default=8, ge=0, le=10_000)
-    """Per agent: turns storing their message at once (0: no bound); see
+    gate_store: int = Field(default=0, ge=0, le=10_000)
+    """Per agent: turns storing their message at once (0: no bound, the default: a message
+    waiting before its first write would not be saved yet); see
     :class:`carrier.limits.TurnLimits`."""
-    gate_message: int = Field(default=16, ge=0, le=10_000)
+    gate_message: int = Field(default=64, ge=0, le=10_000)
     """Per agent: turns in the message stage (hooks, embedding) at once (0: no bound)."""
     gate_state: int = Field(default=8, ge=0, le=10_000)
     """Per agent: turns composing their state (recent messages, recall) at once (0: no bound)."""

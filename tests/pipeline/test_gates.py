@@ -143,7 +143,7 @@ def test_gate_sizes_come_from_settings() -> None:
     gates = limits.gates()
     assert limits.message == 3 and limits.overload_wait_s == 2.0
     assert {n: g.size for n, g in gates.by_name.items()} == {
-        "store": 8,
+        "store": 0,
         "message": 3,
         "state": 8,
         "generate": 5,
