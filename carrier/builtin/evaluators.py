@@ -110,8 +110,8 @@ class FactExtractor:
         return recent, unread
 
     async def due(self, turn: Turn) -> bool:
-        if turn.room is None or turn.message.author.is_bot:
-            return False
+        if turn.room is None or turn.message.author.is_bot or turn.runtime.model.offline:
+            return False  # (offline: no model to read the conversation with)
         _recent, unread = await self._read(turn)
         return len(unread) >= self.interval
 
