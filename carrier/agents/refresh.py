@@ -61,7 +61,7 @@ class Revisions:
             await self._push_config(agent_id, name, running)
 
     async def _swap_model(self, running: Running, character: Character) -> None:
-        from carrier.assemble import choose_model, given_model
+        from carrier.assemble import choose_model, given_model, guard_model
 
         given = self._model_for(character)
         choice = (
@@ -74,5 +74,7 @@ class Revisions:
         running.model, running.model_note = choice.model, choice.note
         running.offline = choice.offline
         old, running.runtime.model = running.runtime.model, choice.provider
+        # Behind its budgets at once, not at the next turn: a caption written before then too.
+        guard_model(running.runtime, strict=False)
         if old is not choice.provider:
             await old.aclose()

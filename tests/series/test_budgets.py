@@ -196,3 +196,15 @@ async def test_budget_global_applies_to_every_agent(make_host: Callable[..., Any
         assert (await host.say(skipper)).offline  # the process's spending, not the agent's
         [event] = await host.events(BUDGET_EXCEEDED)
         assert event.detail["scope"] == "global"
+
+
+async def test_budget_guards_a_model_swapped_in_by_an_edit_before_any_turn(host: Host) -> None:
+    from carrier.llm.budget import BudgetedProvider
+
+    agent_id = await host.agent(character({"dailyUsd": 0.001}))
+    assert isinstance(host.manager.runtime(agent_id).model, BudgetedProvider)
+    edited = (await host.manager.character(agent_id)).model_copy(update={"bio": ["Edited."]})
+    await host.manager.update(agent_id, edited)
+    # The edit chose the model again; it is behind the budgets before any turn (a caption
+    # written by a job between the edit and the next turn is checked too).
+    assert isinstance(host.manager.runtime(agent_id).model, BudgetedProvider)
