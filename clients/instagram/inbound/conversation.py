@@ -40,7 +40,7 @@ from carrier.types import (
     RoomKind,
     stable_id,
 )
-from clients.instagram.errors import GraphAPIError
+from clients.instagram.errors import GraphAPIError, InstagramError, RetryLater
 from clients.instagram.graph.api import UnclearResponse
 from clients.instagram.graph.conversations import Conversations
 from clients.instagram.inbound.events import EventKind, InboundEvent
@@ -267,7 +267,9 @@ async def _moderated(
     if action == "hide":
         try:
             await api.hide(event.id)
-        except (GraphAPIError, UnclearResponse) as exc:
+        except RetryLater:
+            raise  # a cooldown: the job waits and hides it then
+        except (InstagramError, UnclearResponse) as exc:  # refused, or not on this backend
             action, error = "flag", f"could not hide it: {exc}"
             log.warning("instagram: comment %s %s; flagged instead", event.id, error)
     await record(

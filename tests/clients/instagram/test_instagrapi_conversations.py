@@ -124,3 +124,22 @@ async def test_approval_holds_an_instagrapi_dm_until_a_human_approves(
     await w.service.worker.drain()
 
     assert [m.text for m in ig.talk.thread_with("6660004")] == ["can I book a session?", DM_REPLY]
+
+
+async def test_moderation_on_instagrapi_flags_what_it_cannot_hide(
+    make_world: Callable[..., Any],
+) -> None:
+    ig = FakeInstagram()
+    w: World = await make_world(
+        {"poll": {"enabled": True}}, private=ig, moderation={"action": "hide"}
+    )
+    media = ig.add_media()
+    await _poll(w)
+    spam = ig.talk.person_comments(media, "free followers here", user_id="6660005", username="bot")
+
+    await _poll(w)
+
+    [job] = await w.inbound_jobs()
+    assert job.state is JobState.SUCCEEDED and job.result is not None
+    assert job.result["flagged"] == "spam: contains 'free followers'"
+    assert ig.talk.replies_to(spam.pk) == [] and ig.talk.sends == 0
