@@ -47,6 +47,7 @@ ASSETS: dict[str, str] = {
     "health.js": "text/javascript; charset=utf-8",
     "charts.js": "text/javascript; charset=utf-8",
     "overview.js": "text/javascript; charset=utf-8",
+    "views.js": "text/javascript; charset=utf-8",
     "main.js": "text/javascript; charset=utf-8",
 }
 """The files under ``/console/assets/``, with their media types (nothing else is served)."""

@@ -6,6 +6,7 @@ import { PersonaForm, clearProblems, markProblem } from "./persona.js";
 import { clientNodes, showHealth } from "./health.js";
 import { History, conflictText, headRevision, timeNode } from "./revisions.js";
 import { Overview } from "./overview.js";
+import { startViews } from "./views.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -507,3 +508,9 @@ $("overview-refresh").addEventListener("click", () => refreshAgents({ keepStatus
 takeTokenFromFragment();
 newPersona();
 refreshAgents();
+// The other views read the agents as Home last did (or ask, when Home has not yet).
+startViews($("views"), {
+  describe,
+  el,
+  agents: async () => (state.agentsError === null && state.agents.length ? state.agents : call("GET", "/agents")),
+});
