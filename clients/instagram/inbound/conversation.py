@@ -53,6 +53,7 @@ __all__ = ["PLATFORM", "answer_event", "to_message"]
 log = logging.getLogger(__name__)
 
 PLATFORM = "instagram"
+HELD = "held for approval: sent only once a human approves it"
 _ROOMS: weakref.WeakValueDictionary[tuple[str, str], asyncio.Lock] = weakref.WeakValueDictionary()
 
 
@@ -219,8 +220,20 @@ async def _approval(
     approved: str | None,
     settings: ConversationSettings,
 ) -> None:
-    """Park the replies for a human, or take the approved (maybe edited) text."""
+    """Park the replies for a human, or take the approved (maybe edited) text.
+
+    While they wait the replies are ``failed`` with :data:`HELD` (and the message with them),
+    so nothing sends them (a restart's recovery included) and a rejected or expired one reads
+    as never approved; approved, they are made pending again and sent."""
     if approved is None:
+        for reply in replies:
+            if reply.status is MemoryStatus.PENDING and await runtime.store.set_memory_status(
+                reply.id, MemoryStatus.FAILED, error=HELD, expect=[MemoryStatus.PENDING]
+            ):
+                reply.status = MemoryStatus.FAILED
+        inbound = replies[0].content.in_reply_to if replies else None
+        if inbound:
+            await runtime.outbox.close(inbound)
         raise AwaitApproval(
             reason="the Instagram reply waits for approval",
             payload={
@@ -244,9 +257,9 @@ async def _approval(
                 expect=[MemoryStatus.PENDING, MemoryStatus.FAILED],
             )
             later.status = MemoryStatus.FAILED
-    stale = runtime.outbox.stale_reason
-    for reply in replies:  # a restart while it waited failed it as undelivered: it goes now
-        failed = reply.status is MemoryStatus.FAILED and reply.error == stale
+    waiting = (HELD, runtime.outbox.stale_reason)  # held; or failed by an older process
+    for reply in replies:
+        failed = reply.status is MemoryStatus.FAILED and reply.error in waiting
         if failed and await runtime.store.set_memory_status(
             reply.id, MemoryStatus.PENDING, expect=[MemoryStatus.FAILED]
         ):

@@ -1,14 +1,16 @@
 """Replies that wait for a human (``conversations.approval: required``), over loopback: nothing
-reaches the fake Graph API until the job is approved through the API; an approval with an
-edited reply sends the edit, even after a restart failed the waiting reply as undelivered."""
+reaches the fake Graph API until the job is approved through the API (the reply is held: no
+restart sends it); an approval with an edited reply sends the edit."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 from carrier.jobs import JobState
-from carrier.types import MemoryStatus
+from carrier.types import MemoryStatus, utcnow
+from clients.instagram.inbound.conversation import HELD
 from tests.clients.instagram._conversation_world import ADMIN, COMMENT_REPLY, World
 
 AUTH = {"Authorization": f"Bearer {ADMIN}"}
@@ -28,6 +30,9 @@ async def test_nothing_is_sent_until_the_reply_is_approved(make_world: Callable[
     assert job.payload["reply"] == COMMENT_REPLY
     assert job.payload["answers"]["text"] == "what film is this?"
     assert talk.replies_to(comment.id) == [] and talk.reply_calls == 0
+    held = {m.content.text: m for m in await w.memories()}
+    assert held[COMMENT_REPLY].status is MemoryStatus.FAILED  # nothing may send it meanwhile
+    assert held[COMMENT_REPLY].error == "held for approval: sent only once a human approves it"
 
     approved = await w.http.post(f"{w.url}/jobs/{job.id}/approve", headers=AUTH)
     assert approved.status_code == 200, approved.text
@@ -35,9 +40,11 @@ async def test_nothing_is_sent_until_the_reply_is_approved(make_world: Callable[
 
     assert [r.text for r in talk.replies_to(comment.id)] == [COMMENT_REPLY]
     assert (await w.jobs.get(job.id)).state is JobState.SUCCEEDED  # type: ignore[union-attr]
+    sent = {m.content.text: m.status for m in await w.memories()}
+    assert sent == {"what film is this?": MemoryStatus.PROCESSED, COMMENT_REPLY: MemoryStatus.SENT}
 
 
-async def test_an_edited_approval_is_sent_even_after_a_restart_failed_the_waiting_reply(
+async def test_an_edited_approval_is_sent_and_a_restart_meanwhile_sends_nothing(
     make_world: Callable[..., Any],
 ) -> None:
     w: World = await make_world({"approval": "required"})
@@ -47,12 +54,13 @@ async def test_an_edited_approval_is_sent_even_after_a_restart_failed_the_waitin
     await w.graph.webhooks.deliver(w.graph.webhooks.comment(comment), http=w.http)
     await w.service.worker.drain()
     [job] = await w.inbound_jobs()
-    [reply] = [
-        m for m in await w.memories() if m.status is MemoryStatus.PENDING and m.content.in_reply_to
-    ]
-    # What the next start's recovery does to a reply left unsent for longer than its window:
-    stale = "not delivered within 120 s; the process stopped"
-    assert await w.store.set_memory_status(reply.id, MemoryStatus.FAILED, error=stale)
+    [reply] = [m for m in await w.memories() if m.content.in_reply_to]
+    client = w.manager.client(w.agent_id, "instagram")
+    assert client is not None
+    # A restart's recovery, long after: the held reply is not one it sends or expires.
+    await client.runtime.recover(since=utcnow() + timedelta(hours=1))  # type: ignore[attr-defined]
+    held = await w.store.get_memory(reply.id)
+    assert held is not None and held.status is MemoryStatus.FAILED and held.error == HELD
 
     edited = {**job.payload, "reply": "lisbon, from the ferry. thank you!"}
     approved = await w.http.post(
