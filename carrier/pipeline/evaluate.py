@@ -105,6 +105,15 @@ class EvaluatorStage:
                 content.metadata["model"] = turn.trace.get("generate", {}).get("model")
                 if turn.trace.get("generate", {}).get("cut"):
                     content.metadata["cut"] = True  # the stream broke; the text says so too
+                # A compact trace for the turn's history (the console): what the actions did
+                # and where the time went before this stage (the whole trace stays in memory).
+                content.metadata["trace"] = {
+                    "actions": [
+                        {"action": r.action, "ok": r.ok, "error": (r.error or "")[:300] or None}
+                        for r in turn.action_results
+                    ],
+                    "timings_ms": dict(turn.trace.get("timings_ms") or {}),
+                }
             memory = Memory(
                 # Derived from the inbound id: a re-run turn records its reply once.
                 id=reply_id(turn.inbound.id, i),
