@@ -7,16 +7,22 @@ token.
 
 A draft waiting for approval (``state: awaiting_approval``) carries what it would post under
 ``payload.draft`` (for Instagram: ``caption``, ``media``, ``kind``, ``dry_run``);
-``POST /jobs/{id}/approve`` with ``{"caption": "..."}`` approves it with that caption instead.
+``POST /jobs/{id}/approve`` with ``{"caption": "..."}`` approves it with that caption instead;
+``GET /jobs/{id}/media/{n}`` serves its n-th image, so the console can show what will be posted.
+``GET /jobs/schedules`` lists the recurring schedules (a posting plan's) with their next runs.
 """
 
 from __future__ import annotations
 
+import asyncio
+import random
 from collections.abc import Awaitable
 from datetime import datetime
+from pathlib import Path as FilePath
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Path, Query
+from fastapi.responses import FileResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from carrier.api.auth import Principal, admin_only, principal
@@ -26,9 +32,10 @@ from carrier.api.state import ApiState, api_state
 from carrier.jobs.base import JobStore
 from carrier.jobs.errors import JobNotFound, JobStateError
 from carrier.jobs.model import Job, JobState
+from carrier.jobs.schedule import Schedule
 from carrier.tools.approvals import TOOL_JOB_KIND
 
-__all__ = ["ApproveIn", "JobEventOut", "JobOut", "ReasonIn", "router"]
+__all__ = ["ApproveIn", "JobEventOut", "JobOut", "ReasonIn", "ScheduleOut", "router"]
 
 _UNAVAILABLE: dict[int | str, dict[str, Any]] = {
     409: {
@@ -103,6 +110,65 @@ class ReasonIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     reason: str | None = Field(default=None, max_length=500)
+
+
+class ScheduleOut(BaseModel):
+    """A recurring (or one-off) schedule and when it runs next."""
+
+    name: str
+    kind: str
+    agent_id: str | None
+    enabled: bool
+    finished: bool
+    """A one-off schedule whose time has come."""
+    describe: str
+    """The spec in words: ``cron '0 9 * * mon-fri' (Europe/Lisbon) + up to 20m``."""
+    spec: dict[str, Any]
+    next_at: datetime | None
+    """The occurrence queued as a job last (it is pending until then)."""
+    upcoming: list[datetime]
+    """The occurrences after ``next_at``, earliest case: a random jitter or interval is taken
+    at its lower bound, so these are the soonest they can be."""
+
+    @classmethod
+    def of(cls, schedule: Schedule, *, count: int = 3) -> ScheduleOut:
+        upcoming: list[datetime] = []
+        previous = schedule.next_at
+        earliest = _Earliest()
+        while previous is not None and len(upcoming) < count and not schedule.finished:
+            following = schedule.spec.following(previous, previous, earliest)
+            if following is None:
+                break
+            upcoming.append(following)
+            previous = following
+        return cls(
+            name=schedule.name,
+            kind=schedule.kind,
+            agent_id=schedule.agent_id,
+            enabled=schedule.enabled,
+            finished=schedule.finished,
+            describe=schedule.spec.describe(),
+            spec=schedule.spec.model_dump(mode="json"),
+            next_at=schedule.next_at,
+            upcoming=upcoming,
+        )
+
+
+class _Earliest(random.Random):
+    """A random source that draws the lower bound: the soonest a jittered slot can come."""
+
+    def uniform(self, a: float, b: float) -> float:
+        return min(a, b)
+
+
+MEDIA_TYPES = {
+    ".jpg": "image/jpeg",
+    ".jpeg": "image/jpeg",
+    ".png": "image/png",
+    ".webp": "image/webp",
+    ".gif": "image/gif",
+}
+"""What ``GET /jobs/{id}/media/{n}`` serves (images; a video is named, not previewed)."""
 
 
 def _store(state: ApiState) -> JobStore:
@@ -184,10 +250,69 @@ async def list_jobs(
 
 
 @router.get(
+    "/schedules",
+    response_model=list[ScheduleOut],
+    summary="List schedules (posting plans) with their next runs",
+    responses=error_responses(422),
+)
+async def list_schedules(
+    state: State,
+    who: Who,
+    agent_id: Annotated[str | None, Query(pattern=ID_PATTERN)] = None,
+    kind: Annotated[str | None, Query(max_length=100)] = None,
+) -> list[ScheduleOut]:
+    """By name. A per-agent token sees its own agent's schedules only."""
+    store = _store(state)
+    if not who.admin:
+        if agent_id is not None and agent_id != who.agent_id:
+            raise _forbidden(who, agent_id)
+        agent_id = who.agent_id
+    schedules = await store.list_schedules()
+    return [
+        ScheduleOut.of(s)
+        for s in sorted(schedules, key=lambda s: s.name)
+        if (agent_id is None or s.agent_id == agent_id) and (kind is None or s.kind == kind)
+    ]
+
+
+@router.get(
     "/{job_id}", response_model=JobOut, summary="Read a job", responses=error_responses(404, 422)
 )
 async def get_job(job_id: JobId, state: State, who: Who) -> JobOut:
     return JobOut.of(await _job(_store(state), job_id, who))
+
+
+@router.get(
+    "/{job_id}/media/{index}",
+    summary="An image of the job's draft, as it would be posted",
+    response_class=FileResponse,
+    responses={
+        200: {"content": {t: {} for t in sorted(set(MEDIA_TYPES.values()))}},
+        **error_responses(404, 422),
+    },
+)
+async def job_media(
+    job_id: JobId,
+    index: Annotated[int, Path(ge=0, le=19, description="Which file of the draft (from 0).")],
+    state: State,
+    who: Who,
+) -> FileResponse:
+    """The ``index``-th file of ``payload.draft.media`` (an image): 404 ``no_media`` when the
+    draft has none there, the file is gone, or it is not an image (a reel's video)."""
+    job = await _job(_store(state), job_id, who)
+    draft = job.payload.get("draft")
+    media = draft.get("media") if isinstance(draft, dict) else None
+    if not isinstance(media, list) or index >= len(media) or not isinstance(media[index], str):
+        raise ApiError(404, "no_media", f"job {job_id} has no draft media number {index}")
+    path = FilePath(media[index])
+    media_type = MEDIA_TYPES.get(path.suffix.lower())
+    if media_type is None:
+        raise ApiError(
+            404, "no_media", f"{path.name} is not an image the console can show (a video?)"
+        )
+    if not await asyncio.to_thread(path.is_file):
+        raise ApiError(404, "no_media", f"{path.name} is gone from the server (moved or deleted)")
+    return FileResponse(path, media_type=media_type, headers={"Cache-Control": "no-store"})
 
 
 @router.post(
