@@ -30,6 +30,7 @@ from carrier.agents.follow import Follower
 from carrier.errors import CarrierError, ConfigError
 from carrier.fleet.presence import Presence, process_id
 from carrier.local_token import admin_token, console_invitation
+from carrier.logtail import tail_agent_logs
 from carrier.ports import port_problem
 from carrier.secret_key import ensure_secret_key
 from carrier.settings import Settings
@@ -127,6 +128,7 @@ async def run_main(
         serves_api=serve_api,  # a worker leaves the API's turns to the web process
         group=group,
     )
+    untail = tail_agent_logs(manager)  # the console's live log tail
     jobs = JobService.from_settings(settings)
     audit: HostAudit | None = None
     series: HostSeries | None = None
@@ -185,6 +187,7 @@ async def run_main(
             await audit.aclose()
         await fleet.close()
         await store.close()
+        untail()
 
 
 async def serve_main(
@@ -219,6 +222,7 @@ async def serve_main(
         start_clients=start_clients,
         fleet=fleet,
     )
+    untail = tail_agent_logs(manager)  # the console's live log tail
     audit = await open_host_audit(settings, manager.services)
     series: HostSeries | None = None
     try:
@@ -248,6 +252,7 @@ async def serve_main(
         await jobs.store.close()
         await fleet.close()
         await store.close()
+        untail()
     return 0
 
 

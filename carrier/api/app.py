@@ -39,6 +39,8 @@ from carrier.api.routes import (
     webhooks,
 )
 from carrier.api.routes import jobs as jobs_routes
+from carrier.api.routes import knowledge as knowledge_routes
+from carrier.api.routes import logs as logs_routes
 from carrier.api.settings import ApiSettings, load_api_settings
 from carrier.api.state import ApiState
 from carrier.audit.base import audit_from
@@ -64,6 +66,8 @@ ROUTERS: list[APIRouter] = [
     audit.router,
     series.router,
     webhooks.router,
+    knowledge_routes.router,
+    logs_routes.router,
 ]
 """The built-in route groups, in the order they are mounted."""
 
