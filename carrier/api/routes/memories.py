@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Path, Query
 
@@ -11,17 +11,19 @@ from carrier.api.errors import error_responses
 from carrier.api.routes.agents import AgentId
 from carrier.api.schemas import ID_PATTERN, ForgetOut, IsoDatetime, MemoryOut, MemoryPage
 from carrier.api.state import ApiState, api_state
+from carrier.memory.hybrid import query_terms, relevant
 from carrier.memory.rights import entity_id_for
 from carrier.types import Memory, MemoryKind
 
-__all__ = ["router"]
+__all__ = ["memory_out", "router"]
 
 router = APIRouter(prefix="/agents", tags=["memories"], responses=error_responses(401, 429))
 
 State = Annotated[ApiState, Depends(api_state)]
 
 
-def _out(memory: Memory, score: float | None = None) -> MemoryOut:
+def memory_out(memory: Memory, score: float | None = None) -> MemoryOut:
+    """A memory as the API shows it (no vector, no thought)."""
     content = memory.content
     return MemoryOut(
         id=memory.id,
@@ -50,8 +52,16 @@ async def list_memories(
     state: State,
     _: Annotated[Principal, Depends(agent_access)],
     q: Annotated[
-        str | None, Query(max_length=2000, description="Search by meaning (best first).")
+        str | None, Query(max_length=2000, description="Search (best first); see `mode`.")
     ] = None,
+    mode: Annotated[
+        Literal["meaning", "words"],
+        Query(
+            description="With `q`: `meaning` ranks by the closeness of meaning (cosine); "
+            "`words` keeps the memories holding one of its words (full text), ranked by text "
+            "relevance and meaning fused."
+        ),
+    ] = "meaning",
     room_id: Annotated[str | None, Query(pattern=ID_PATTERN)] = None,
     kind: MemoryKind | None = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
@@ -61,10 +71,13 @@ async def list_memories(
     offset: Annotated[int, Query(ge=0, le=10_000)] = 0,
 ) -> MemoryPage:
     """Without ``q``: newest first; page with ``next_before`` (or ``offset``). With ``q``: the
-    closest by meaning, with their score; page with ``next_offset``."""
+    closest by meaning (``mode=meaning``, the score a cosine) or the memories holding its words
+    (``mode=words``, the score fused ranks); page with ``next_offset``."""
     await state.manager.get(agent_id)
     store = state.manager.store
     kinds = [kind] if kind is not None else None
+    if q and mode == "words":
+        return await _by_words(state, agent_id, q, room_id, kinds, limit, offset)
     if q:
         embedder = state.manager.embedder
         hits = await store.search_memories(
@@ -79,7 +92,7 @@ async def list_memories(
         page = hits[offset : offset + limit]
         more = len(hits) > offset + limit
         return MemoryPage(
-            items=[_out(h.memory, h.score) for h in page],
+            items=[memory_out(h.memory, h.score) for h in page],
             next_offset=offset + limit if more else None,
         )
     found = await store.get_memories(
@@ -93,9 +106,43 @@ async def list_memories(
     page_memories = found[offset : offset + limit]
     more = len(found) > offset + limit
     return MemoryPage(
-        items=[_out(m) for m in page_memories],
+        items=[memory_out(m) for m in page_memories],
         next_before=page_memories[-1].created_at if more and page_memories else None,
         next_offset=offset + limit if more else None,
+    )
+
+
+async def _by_words(
+    state: ApiState,
+    agent_id: str,
+    q: str,
+    room_id: str | None,
+    kinds: list[MemoryKind] | None,
+    limit: int,
+    offset: int,
+) -> MemoryPage:
+    """Full text: the store's hybrid search (its text index and vectors, fused), keeping only
+    the memories that hold one of the words of ``q``."""
+    terms = query_terms(q)
+    if not terms:
+        return MemoryPage(items=[])
+    embedder = state.manager.embedder
+    vector = (await embedder.embed_one(q)).tolist()
+    hits = await state.manager.store.search_hybrid(
+        agent_id=agent_id,
+        text=q,
+        embedding=vector,
+        embedding_model=embedder.model_id,
+        k=offset + limit + 1,
+        room_id=room_id,
+        kinds=kinds,
+    )
+    # An empty query vector: only the words decide (the cosine test never passes).
+    kept = [h for h in hits if relevant(h.memory, [], terms, min_cosine=2.0)]
+    page = kept[offset : offset + limit]
+    return MemoryPage(
+        items=[memory_out(h.memory, h.score) for h in page],
+        next_offset=offset + limit if len(hits) > offset + limit else None,
     )
 
 
