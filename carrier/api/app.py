@@ -38,9 +38,10 @@ from carrier.api.routes import (
     tools,
     webhooks,
 )
-from carrier.api.routes import conversations as conversation_routes
 from carrier.api.routes import jobs as jobs_routes
-from carrier.api.routes import people as people_routes
+from carrier.api.routes import knowledge as knowledge_routes
+from carrier.api.routes import logs as logs_routes
+from carrier.api.routes import tool_test
 from carrier.api.settings import ApiSettings, load_api_settings
 from carrier.api.state import ApiState
 from carrier.audit.base import audit_from
@@ -57,10 +58,9 @@ ROUTERS: list[APIRouter] = [
     media.router,
     memories.router,
     rooms.router,
-    conversation_routes.router,
-    people_routes.router,
     clients.router,
     tokens.router,
+    tool_test.router,  # before /tools/{name} routes of other methods; its own path
     tools.router,
     health.router,
     console_router,
@@ -68,6 +68,8 @@ ROUTERS: list[APIRouter] = [
     audit.router,
     series.router,
     webhooks.router,
+    knowledge_routes.router,
+    logs_routes.router,
 ]
 """The built-in route groups, in the order they are mounted."""
 
