@@ -41,7 +41,7 @@ from carrier.api.routes import (
 from carrier.api.routes import jobs as jobs_routes
 from carrier.api.routes import knowledge as knowledge_routes
 from carrier.api.routes import logs as logs_routes
-from carrier.api.routes import tool_test
+from carrier.api.routes import tool_test as tool_test_routes
 from carrier.api.settings import ApiSettings, load_api_settings
 from carrier.api.state import ApiState
 from carrier.audit.base import audit_from
@@ -60,7 +60,7 @@ ROUTERS: list[APIRouter] = [
     rooms.router,
     clients.router,
     tokens.router,
-    tool_test.router,  # before /tools/{name} routes of other methods; its own path
+    tool_test_routes.router,
     tools.router,
     health.router,
     console_router,
