@@ -49,6 +49,8 @@ ASSETS: dict[str, str] = {
     "overview.js": "text/javascript; charset=utf-8",
     "views.js": "text/javascript; charset=utf-8",
     "main.js": "text/javascript; charset=utf-8",
+    "instagram.js": "text/javascript; charset=utf-8",
+    "jobs.js": "text/javascript; charset=utf-8",
 }
 """The files under ``/console/assets/``, with their media types (nothing else is served)."""
 

@@ -1,0 +1,267 @@
+// The Instagram view: for each agent that posts on Instagram, its posting plan and next runs
+// (GET /jobs/schedules), the drafts awaiting approval (instagram.post jobs) with their images
+// framed as Instagram will show them, the caption editable, approve / reject; the publish
+// history (instagram.publish jobs) with permalinks and errors; and the posts counted against the
+// account's daily limit. Everything comes from the job store; text is set as text.
+
+import { ApiError, call, token } from "./api.js";
+import { stateBadge, visibleAgents, when } from "./jobs.js";
+
+const POST = "instagram.post";
+const PUBLISH = "instagram.publish";
+const DAY_MS = 24 * 3600 * 1000;
+const MIN_ASPECT = 4 / 5; // clients/instagram/media/images.py: what Instagram takes
+const MAX_ASPECT = 1.91;
+const CAPTION_MAX = 2200;
+
+function instagramConfig(agent) {
+  return agent.character?.clientConfig?.instagram || {};
+}
+
+function posts(agent) {
+  return (agent.character?.clients || []).includes("instagram");
+}
+
+/** An image of a draft as a data: URL (the page's CSP allows images from itself and data:
+ * only, and an <img> cannot send the bearer token). */
+async function imageData(jobId, index) {
+  const headers = { "X-Carrier-Client": "console" };
+  if (token.get()) headers.Authorization = `Bearer ${token.get()}`;
+  const response = await fetch(`/jobs/${encodeURIComponent(jobId)}/media/${index}`, { headers });
+  if (!response.ok) {
+    let body = {};
+    try {
+      body = await response.json();
+    } catch {
+      body = { message: `${response.status} ${response.statusText}` };
+    }
+    throw new ApiError(response.status, body);
+  }
+  const blob = await response.blob();
+  return new Promise((resolve, reject) => {
+    const reader = new FileReader();
+    reader.onload = () => resolve(reader.result);
+    reader.onerror = () => reject(reader.error);
+    reader.readAsDataURL(blob);
+  });
+}
+
+/** What the plan says, in a line. */
+function planLine(config) {
+  const plan = config.plan || {};
+  const parts = [];
+  const schedule = plan.schedule;
+  if (!schedule) parts.push("no schedule: uploads only");
+  const approval = plan.approval ?? config.requireApproval ?? config.require_approval;
+  const required = approval === true || (typeof approval === "string" && ["required", "yes", "true", "on"].includes(approval.toLowerCase()));
+  parts.push(required ? "approval required" : "no approval");
+  if (plan.media?.library) parts.push(`media from ${plan.media.library} (${plan.media.order || "sequential"})`);
+  if (plan.dryRun ?? config.dryRun ?? config.dry_run) parts.push("dry run: nothing is published");
+  return parts.join(" · ");
+}
+
+export function mount(root, ctx) {
+  const { el } = ctx;
+  const notice = el("p", { className: "notice", role: "status", id: "ig-notice" });
+  const list = el("div", { className: "ig-agents", id: "ig-agents" });
+  const refreshButton = el("button", { type: "button", textContent: "Refresh" });
+  root.append(
+    el(
+      "section",
+      { className: "panel" },
+      el("div", { className: "panel-head" }, el("h2", { textContent: "Instagram" }), refreshButton),
+      notice,
+      list,
+    ),
+  );
+  const say = (text, tone = "") => {
+    notice.className = `notice ${tone}`;
+    notice.textContent = text;
+  };
+
+  function preview(job, draft, fit) {
+    const frames = el("div", { className: "ig-frames" });
+    draft.media.forEach((path, index) => {
+      const name = path.split(/[\\/]/).pop();
+      const frame = el("figure", { className: `ig-frame fit-${fit}` });
+      const caption = el("figcaption", { textContent: name });
+      frame.append(el("div", { className: "ig-placeholder", textContent: "loading…" }), caption);
+      frames.append(frame);
+      imageData(job.id, index)
+        .then((src) => {
+          const img = el("img", { src, alt: `${name}, framed as Instagram will show it` });
+          img.addEventListener("load", () => {
+            const natural = img.naturalWidth / img.naturalHeight;
+            const shown = Math.min(MAX_ASPECT, Math.max(MIN_ASPECT, natural));
+            img.style.aspectRatio = String(shown);
+            if (shown !== natural) {
+              caption.textContent = `${name} · ${fit === "crop" ? "cropped" : "padded"} to ${shown === MIN_ASPECT ? "4:5" : "1.91:1"}`;
+            }
+          });
+          frame.firstChild.replaceWith(img);
+        })
+        .catch((error) => {
+          frame.firstChild.replaceWith(el("p", { className: "ig-placeholder error", textContent: ctx.describe(error) }));
+        });
+    });
+    return frames;
+  }
+
+  function draftCard(agent, job, config) {
+    const draft = job.payload.draft;
+    const card = el("article", { className: "ig-draft", id: `draft-${job.id}` });
+    const fieldId = `caption-${job.id}`;
+    const caption = el("textarea", { id: fieldId, rows: 4, maxLength: CAPTION_MAX, value: draft.caption || "" });
+    const counter = el("span", { className: "subtle ig-count" });
+    const count = () => {
+      counter.textContent = `${caption.value.length} / ${CAPTION_MAX}`;
+    };
+    caption.addEventListener("input", count);
+    count();
+    const approve = el("button", { type: "button", className: "primary", textContent: "Approve" });
+    const reject = el("button", { type: "button", className: "danger", textContent: "Reject" });
+    const status = el("p", { className: "notice", role: "status" });
+    const decide = async (verb) => {
+      approve.disabled = reject.disabled = true;
+      const body = {};
+      if (verb === "approve" && caption.value !== (draft.caption || "")) body.caption = caption.value;
+      if (verb === "reject") body.reason = "rejected in the console";
+      try {
+        await call("POST", `/jobs/${encodeURIComponent(job.id)}/${verb}`, { body });
+        say(
+          verb === "approve"
+            ? `Approved ${agent.name}'s draft${body.caption !== undefined ? " with the edited caption" : ""}: it is being published.`
+            : `Rejected ${agent.name}'s draft: it will not be posted.`,
+          "ok",
+        );
+        await refresh();
+      } catch (error) {
+        status.className = "notice error";
+        status.textContent = `Could not ${verb}: ${ctx.describe(error)}`;
+        approve.disabled = reject.disabled = false;
+      }
+    };
+    approve.addEventListener("click", () => decide("approve"));
+    reject.addEventListener("click", () => decide("reject"));
+    const meta = [`${draft.kind}`, `caption by ${draft.caption_by || "model"}`];
+    if (draft.similarity != null) meta.push(`similarity to recent posts ${Number(draft.similarity).toFixed(2)}`);
+    if (job.approval_expires_at) meta.push(`expires ${when(job.approval_expires_at)}`);
+    if (draft.dry_run) meta.push("dry run");
+    card.append(
+      preview(job, draft, config.fit || config.aspect || config.aspectMode || "pad"),
+      el(
+        "div",
+        { className: "ig-draft-body" },
+        el("label", { htmlFor: fieldId, textContent: "Caption" }),
+        caption,
+        counter,
+        el("p", { className: "meta", textContent: meta.join(" · ") }),
+        status,
+        el("div", { className: "actions" }, approve, reject),
+      ),
+    );
+    return card;
+  }
+
+  function historyRow(job) {
+    const draft = job.payload.draft || {};
+    const result = job.result || {};
+    const link = result.permalink
+      ? el("a", { href: result.permalink, textContent: "permalink", rel: "noopener noreferrer", target: "_blank" })
+      : el("span", { className: "subtle", textContent: result.dry_run ? "dry run" : "—" });
+    const cell = (label, ...children) => {
+      const td = el("td", {}, ...children);
+      td.dataset.label = label;
+      return td;
+    };
+    const tr = el(
+      "tr",
+      { id: `published-${job.id}` },
+      cell("When", el("time", { dateTime: job.updated_at, title: job.updated_at, textContent: when(job.updated_at) })),
+      cell("State", stateBadge(el, job.state)),
+      el("td", { className: "ig-caption", textContent: draft.caption || "" }),
+      cell("Post", link),
+      cell("Error", el("span", { className: "job-error", textContent: job.last_error || "—" })),
+    );
+    tr.dataset.state = job.state;
+    return tr;
+  }
+
+  async function agentPanel(agent) {
+    const id = encodeURIComponent(agent.id);
+    const [schedules, drafts, published] = await Promise.all([
+      call("GET", `/jobs/schedules?agent_id=${id}&kind=${POST}`),
+      call("GET", `/jobs?agent_id=${id}&kind=${POST}&state=awaiting_approval`),
+      call("GET", `/jobs?agent_id=${id}&kind=${PUBLISH}&limit=20`),
+    ]);
+    const config = instagramConfig(agent);
+    const since = Date.now() - DAY_MS;
+    const counted = published.filter(
+      (j) => j.result && j.result.published !== false && !j.result.dry_run && j.state === "succeeded" && new Date(j.updated_at) > since,
+    );
+    const limit = config.dailyLimit || config.dailyPublishLimit || config.daily_limit || 50;
+    const runs = schedules.length
+      ? schedules.map((s) => {
+          const next = s.finished ? "done" : s.next_at ? `next ${when(s.next_at)}` : "not queued yet";
+          const later = s.upcoming.length ? `; then ${s.upcoming.map(when).join(", ")}` : "";
+          return el("li", {}, `${s.describe}: ${next}${later}`);
+        })
+      : [el("li", { className: "subtle", textContent: "No scheduled runs (uploads through POST /{agent_id}/media are posted when due)." })];
+    const section = el("section", { className: "ig-agent", id: `ig-${agent.id}` });
+    section.setAttribute("aria-label", agent.name);
+    const table = el(
+      "table",
+      { className: "jobs-table ig-history" },
+      el("thead", {}, el("tr", {}, ...["When", "State", "Caption", "Post", "Error"].map((t) => el("th", { scope: "col", textContent: t })))),
+      el("tbody", {}, ...published.map(historyRow)),
+    );
+    section.append(
+      el(
+        "div",
+        { className: "panel-head" },
+        el("div", { className: "title" }, el("h3", { textContent: agent.name }), el("span", { className: "agent-id", textContent: agent.id })),
+        el("span", { className: "ig-quota", textContent: `${counted.length} of ${limit} posts in the last 24 h` }),
+      ),
+      el("p", { className: "meta ig-plan", textContent: planLine(config) }),
+      el("ul", { className: "schedule-list ig-runs" }, ...runs),
+      el("h4", { textContent: `Drafts awaiting approval (${drafts.length})` }),
+      drafts.length
+        ? el("div", { className: "ig-drafts" }, ...drafts.map((job) => draftCard(agent, job, config)))
+        : el("p", { className: "empty", textContent: "No draft waits for approval." }),
+      el("h4", { textContent: "Published" }),
+      published.length
+        ? el("div", { className: "table-scroll" }, table)
+        : el("p", { className: "empty", textContent: "Nothing published yet." }),
+    );
+    return section;
+  }
+
+  async function refresh() {
+    let agents;
+    try {
+      agents = (await visibleAgents(ctx)).filter(posts);
+    } catch (error) {
+      say(`The agents could not be read: ${ctx.describe(error)}`, "error");
+      return;
+    }
+    if (!agents.length) {
+      list.replaceChildren(el("p", { className: "empty", textContent: "No agent posts on Instagram: add instagram to a persona's clients (Home, editor)." }));
+      return;
+    }
+    const panels = await Promise.all(
+      agents.map((agent) =>
+        agentPanel(agent).catch((error) =>
+          el("p", { className: "empty error", textContent: `${agent.name}: ${ctx.describe(error)}` }),
+        ),
+      ),
+    );
+    list.replaceChildren(...panels);
+  }
+
+  refreshButton.addEventListener("click", () => {
+    say("");
+    refresh();
+  });
+
+  return { show: refresh };
+}
