@@ -147,6 +147,25 @@ def _quote(text: str, limit: int) -> str:
     return "\n".join(f"> {line}" if line else ">" for line in text.splitlines())
 
 
+def reply_message(job: Job, agent_name: str) -> str:
+    """The text of an Instagram reply waiting for approval: who, what it answers (a stranger's
+    words, quoted, mentions escaped), the reply quoted, when it expires."""
+    answers = job.payload.get("answers")
+    answers = answers if isinstance(answers, dict) else {}
+    kind = str(answers.get("kind") or "message")
+    who = discord.utils.escape_markdown(str(answers.get("from") or "someone"))
+    lines = [
+        f"**Reply on Instagram awaiting approval** from {agent_name} \u00b7 job `{job.id}`",
+        f"To {who}'s {kind}:",
+        _quote(str(answers.get("text") or ""), 600),
+        "Reply:",
+        _quote(str(job.payload.get("reply") or ""), 1000),
+    ]
+    if job.approval_expires_at is not None:
+        lines.append(f"Expires {discord.utils.format_dt(job.approval_expires_at, 'R')}.")
+    return discord.utils.escape_mentions("\n".join(lines))[:2000]
+
+
 def draft_message(job: Job, agent_name: str) -> str:
     """The text of a draft's message: who, the caption quoted, the media, when it expires."""
     draft = job.payload.get("draft")
@@ -231,6 +250,8 @@ class ApprovalDesk:
         name = self.client.runtime.character.name
         if job.kind == TOOL_JOB_KIND:
             file, content = None, tool_call_message(job, name)
+        elif "reply" in job.payload and "draft" not in job.payload:  # an Instagram reply
+            file, content = None, reply_message(job, name)
         else:
             draft = job.payload.get("draft")
             paths = [str(p) for p in (draft.get("media") or [])] if isinstance(draft, dict) else []

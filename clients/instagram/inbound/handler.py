@@ -22,9 +22,9 @@ from datetime import timedelta
 from typing import Any
 
 from carrier.agents import AgentNotFound
-from carrier.jobs.errors import Defer, PermanentFailure
+from carrier.jobs.errors import AwaitApproval, Defer, PermanentFailure
 from carrier.jobs.handler import JobContext
-from carrier.jobs.model import Job
+from carrier.jobs.model import Job, JobState
 from carrier.jobs.service import JobService
 from clients.instagram.errors import OperatorActionRequired, RetryLater
 from clients.instagram.inbound.poller import POLL_JOB_KIND
@@ -56,13 +56,28 @@ class InboundJobs:
             )
         client = await self._client(agent_id)
         approved = str(job.payload.get("reply") or "") if job.approved else None
-        with _platform_says(ctx):
-            return await client.answer(
-                event,
-                again=job.attempts > 1 or job.crashes > 0 or job.approved,
-                fence=ctx.ensure_held,
-                approved=approved,
+        try:
+            with _platform_says(ctx):
+                return await client.answer(
+                    event,
+                    again=job.attempts > 1 or job.crashes > 0 or job.approved,
+                    fence=ctx.ensure_held,
+                    approved=approved,
+                )
+        except AwaitApproval:
+            # As for a posting draft: the agent's clients that take approvals (Discord's
+            # approval channel, with buttons) are told, by a job of its own.
+            from clients.instagram.jobs import NOTICE_JOB_KIND
+
+            rounds = sum(1 for e in job.history if e.state is JobState.AWAITING_APPROVAL)
+            await ctx.store.enqueue(
+                NOTICE_JOB_KIND,
+                agent_id=agent_id,
+                payload={"job_id": job.id},
+                idempotency_key=f"instagram:notice:{job.id}:{rounds}",
+                max_attempts=5,
             )
+            raise
 
     async def poll(self, job: Job, ctx: JobContext) -> Mapping[str, Any] | None:
         """``instagram.poll``: new comments and DMs stored as ``instagram.inbound`` jobs."""

@@ -232,3 +232,36 @@ async def test_approval_notice_job_posts_the_draft_once_it_is_recorded(
     [sent] = h.fake.sent
     assert done is not None and done.result == {"sent": {"discord": sent.message["id"]}}
     assert "the bakery opens at seven" in sent.content
+
+
+async def test_approval_an_instagram_reply_is_posted_with_what_it_answers(
+    harness: Harness, jobs: SQLiteJobStore
+) -> None:
+    h = harness
+    await h.start({"approvalChannel": "showcase"})
+    kind = f"instagram.inbound.{next(_KINDS)}"
+    job = await jobs.enqueue(kind, agent_id=h.runtime.agent_id, payload={"event": {}})
+    await jobs.claim("w1", [kind], lease_s=60)
+    await jobs.start(job.id, "w1")
+    payload = {
+        "reply": "It is Le Samourai (1967). @everyone",
+        "answers": {"kind": "comment", "from": "ana_b", "text": "what film is this? @here"},
+    }
+    job = await jobs.await_approval(
+        job.id, "w1", payload=payload, expires_at=datetime(2025, 6, 3, tzinfo=UTC)
+    )
+
+    await post_draft(h, job)
+
+    sent = h.fake.sent[-1]
+    assert sent.content.startswith(
+        f"**Reply on Instagram awaiting approval** from Harbor \u00b7 job `{job.id}`"
+    )
+    assert "To ana\\_b's comment:\n> what film is this? @\u200bhere" in sent.content
+    assert "Reply:\n> It is Le Samourai (1967). @\u200beveryone" in sent.content
+    assert "Media:" not in sent.content and "attachments" not in sent.payload
+    [row] = sent.payload["components"]
+    assert [b["custom_id"] for b in row["components"]] == [
+        f"carrier:approve:{job.id}",
+        f"carrier:reject:{job.id}",
+    ]

@@ -11,6 +11,7 @@ from typing import Any
 from carrier.jobs import JobState
 from carrier.types import MemoryStatus, utcnow
 from clients.instagram.inbound.conversation import HELD
+from clients.instagram.jobs import NOTICE_JOB_KIND
 from tests.clients.instagram._conversation_world import ADMIN, COMMENT_REPLY, World
 
 AUTH = {"Authorization": f"Bearer {ADMIN}"}
@@ -30,6 +31,9 @@ async def test_nothing_is_sent_until_the_reply_is_approved(make_world: Callable[
     assert job.payload["reply"] == COMMENT_REPLY
     assert job.payload["answers"]["text"] == "what film is this?"
     assert talk.replies_to(comment.id) == [] and talk.reply_calls == 0
+    # The clients that take approvals (Discord's buttons) are told, by a job of its own.
+    [notice] = await w.jobs.list_jobs(kind=NOTICE_JOB_KIND)
+    assert notice.payload == {"job_id": job.id}
     held = {m.content.text: m for m in await w.memories()}
     assert held[COMMENT_REPLY].status is MemoryStatus.FAILED  # nothing may send it meanwhile
     assert held[COMMENT_REPLY].error == "held for approval: sent only once a human approves it"
