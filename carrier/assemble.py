@@ -13,6 +13,7 @@ from typing import Any
 
 from carrier.builtin.persona import example_pairs
 from carrier.errors import ConfigError
+from carrier.limits import TurnLimits
 from carrier.llm.base import ModelProvider
 from carrier.llm.models import credential_env_vars, has_credentials, resolve_model
 from carrier.llm.redacting import redacting
@@ -249,6 +250,7 @@ def build_runtime(
         memory_tools=bool(_extra_setting(character, "memoryTools") or settings.memory_tools),
         ignore=[str(i) for i in ignore],
         reply_recovery_s=settings.reply_recovery_seconds,
+        limits=TurnLimits.from_settings(settings),
     )
     guard_model(runtime)  # after the redactor: the budgets choose which model answers
     return runtime, choice

@@ -151,3 +151,23 @@ def test_gate_sizes_come_from_settings() -> None:
     }
     with pytest.raises(ValueError, match="size must be 0"):
         Gate("x", -1)
+
+
+def test_a_runtime_built_for_an_agent_takes_its_limits_from_the_settings(tmp_path) -> None:
+    from carrier.assemble import build_runtime
+    from carrier.character import parse_character
+    from carrier.memory.sqlite import SQLiteStore
+
+    settings = load_settings(
+        {"CARRIER_DATA_DIR": str(tmp_path), "CARRIER_GATE_STATE": "2", "CARRIER_OVERLOAD_WAIT": "3"}
+    )
+    runtime, _ = build_runtime(
+        parse_character({"name": "Pilot", "bio": ["Guides ships."]}),
+        settings=settings,
+        store=SQLiteStore(path=tmp_path / "carrier.db"),  # not opened: nothing is read here
+        embedder=HashEmbedder(),
+        environ={},
+        model=FunctionModel(lambda request: xml("ok")),
+    )
+    assert runtime.gates.by_name["state"].size == 2
+    assert runtime.gates.limit_s == 3.0
