@@ -38,9 +38,11 @@ from carrier.api.routes import (
     tools,
     webhooks,
 )
+from carrier.api.routes import conversations as conversation_routes
 from carrier.api.routes import jobs as jobs_routes
 from carrier.api.routes import knowledge as knowledge_routes
 from carrier.api.routes import logs as logs_routes
+from carrier.api.routes import people as people_routes
 from carrier.api.routes import tool_test as tool_test_routes
 from carrier.api.settings import ApiSettings, load_api_settings
 from carrier.api.state import ApiState
@@ -58,6 +60,8 @@ ROUTERS: list[APIRouter] = [
     media.router,
     memories.router,
     rooms.router,
+    conversation_routes.router,
+    people_routes.router,
     clients.router,
     tokens.router,
     tool_test_routes.router,
