@@ -49,6 +49,7 @@ ASSETS: dict[str, str] = {
     "overview.js": "text/javascript; charset=utf-8",
     "views.js": "text/javascript; charset=utf-8",
     "main.js": "text/javascript; charset=utf-8",
+    "conversations.js": "text/javascript; charset=utf-8",
     "instagram.js": "text/javascript; charset=utf-8",
     "jobs.js": "text/javascript; charset=utf-8",
 }

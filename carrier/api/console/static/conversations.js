@@ -1,0 +1,526 @@
+// The Conversations view: an agent's rooms and people, a room's history with each turn's trace
+// (thought, actions, stage timings, model, tokens, cost), memory search by meaning or by words,
+// a person's facts and summaries, their data exported, and a person forgotten after a
+// confirmation that names what goes (then the report of what went).
+//
+// Reads GET /agents/{id}/rooms, /rooms/{room}/history, /people, /people/{entity}, /memories
+// (q, mode), /memories/export; forgets with DELETE /agents/{id}/entities/{entity}/memories (the
+// admin's). Everything is set as text, never parsed as HTML. An agent's token (GET /agents
+// refused) works on its own agent, found through GET /metrics/summary.
+
+import { ApiError, call, token } from "./api.js";
+
+const STAGES = ["receive", "message", "state", "generate", "actions"];
+const KINDS = ["message", "fact", "summary", "knowledge", "post", "reflection"];
+
+const enc = encodeURIComponent;
+
+function when(iso) {
+  const date = new Date(iso);
+  return Number.isNaN(date.getTime()) ? "" : date.toLocaleString([], { dateStyle: "medium", timeStyle: "short" });
+}
+
+function plural(n, one, many = `${one}s`) {
+  return `${n} ${n === 1 ? one : many}`;
+}
+
+function usd(value) {
+  if (!value) return "$0";
+  return value < 0.01 ? `$${value.toPrecision(2)}` : `$${value.toFixed(4)}`;
+}
+
+/** The agents this token may read: all for the admin; an agent's token, its own. */
+async function visibleAgents(ctx) {
+  try {
+    return await ctx.agents();
+  } catch (error) {
+    if (!(error instanceof ApiError) || error.status !== 403) throw error;
+  }
+  const summary = await call("GET", "/metrics/summary");
+  return Promise.all(summary.agents.map((a) => call("GET", `/agents/${enc(a.agent_id)}`)));
+}
+
+/** A download with the tab's token: the file is fetched, then handed to the browser. */
+async function download(path) {
+  const headers = { Accept: "application/x-ndjson" };
+  if (token.get()) headers.Authorization = `Bearer ${token.get()}`;
+  const response = await fetch(path, { headers });
+  if (!response.ok) {
+    let body;
+    try {
+      body = await response.json();
+    } catch {
+      body = { message: `${response.status} ${response.statusText}` };
+    }
+    throw new ApiError(response.status, body);
+  }
+  const name = /filename="([^"]+)"/.exec(response.headers.get("content-disposition") || "")?.[1] || "memories.jsonl";
+  const url = URL.createObjectURL(await response.blob());
+  const link = document.createElement("a");
+  link.href = url;
+  link.download = name;
+  document.body.append(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 60_000);
+  return name;
+}
+
+export function mount(root, ctx) {
+  const { el, describe } = ctx;
+  const state = { agent: null, room: null, person: null, before: null };
+
+  // --- skeleton: every panel exists from the start, so nothing below moves as content loads ---
+  const agentSel = el("select", { id: "conv-agent" });
+  const refresh = el("button", { type: "button", id: "conv-refresh", textContent: "Refresh" });
+  const exportAll = el("button", { type: "button", id: "conv-export", textContent: "Export memories" });
+  const notice = el("p", { className: "notice", id: "conv-notice", role: "status" });
+  const head = el(
+    "section",
+    { className: "panel conv-head", ariaLabel: "Agent" },
+    el(
+      "div",
+      { className: "panel-head" },
+      el("h2", { textContent: "Conversations and memory" }),
+      el(
+        "div",
+        { className: "actions" },
+        el("label", { htmlFor: "conv-agent", className: "inline-label", textContent: "Agent" }),
+        agentSel,
+        refresh,
+        exportAll,
+      ),
+    ),
+    notice,
+  );
+
+  const roomList = el("ul", { className: "conv-list", id: "conv-rooms" });
+  const roomsMore = el("button", { type: "button", id: "conv-rooms-more", textContent: "Older rooms", hidden: true });
+  const rooms = el(
+    "section",
+    { className: "panel conv-rooms", ariaLabel: "Rooms" },
+    el("div", { className: "panel-head" }, el("h2", { textContent: "Rooms" })),
+    roomList,
+    roomsMore,
+  );
+
+  const peopleList = el("ul", { className: "conv-list", id: "conv-people" });
+  const people = el(
+    "section",
+    { className: "panel conv-people", ariaLabel: "People" },
+    el("div", { className: "panel-head" }, el("h2", { textContent: "People" })),
+    peopleList,
+  );
+
+  const historyTitle = el("h2", { id: "conv-history-title", textContent: "Room history" });
+  const historyMeta = el("p", { className: "hint conv-meta", id: "conv-history-meta" });
+  const historyLog = el("ol", { className: "conv-history", id: "conv-history" });
+  const historyMore = el("button", { type: "button", id: "conv-history-more", textContent: "Earlier messages", hidden: true });
+  const history = el(
+    "section",
+    { className: "panel conv-room" },
+    el("div", { className: "panel-head" }, historyTitle),
+    historyMeta,
+    historyMore,
+    historyLog,
+  );
+  history.setAttribute("aria-labelledby", "conv-history-title");
+
+  const searchInput = el("input", { id: "conv-q", type: "search", placeholder: "What to look for", autocomplete: "off" });
+  const modeSel = el(
+    "select",
+    { id: "conv-mode" },
+    el("option", { value: "meaning", textContent: "by meaning" }),
+    el("option", { value: "words", textContent: "by words (full text)" }),
+  );
+  const kindSel = el("select", { id: "conv-kind" }, el("option", { value: "", textContent: "any kind" }));
+  for (const k of KINDS) kindSel.append(el("option", { value: k, textContent: k }));
+  const searchForm = el(
+    "form",
+    { className: "conv-search", id: "conv-search" },
+    el("label", { htmlFor: "conv-q", className: "sr-only", textContent: "Search memories" }),
+    searchInput,
+    el("label", { htmlFor: "conv-mode", className: "sr-only", textContent: "Search mode" }),
+    modeSel,
+    el("label", { htmlFor: "conv-kind", className: "sr-only", textContent: "Kind" }),
+    kindSel,
+    el("button", { type: "submit", className: "primary", textContent: "Search" }),
+  );
+  const results = el("ol", { className: "conv-results", id: "conv-results" });
+  const search = el(
+    "section",
+    { className: "panel conv-searchpanel", ariaLabel: "Memory search" },
+    el("div", { className: "panel-head" }, el("h2", { textContent: "Memory search" })),
+    searchForm,
+    results,
+  );
+
+  const personBody = el("div", { id: "conv-person" });
+  const person = el(
+    "section",
+    { className: "panel conv-personpanel", ariaLabel: "Person" },
+    el("div", { className: "panel-head" }, el("h2", { textContent: "Person" })),
+    personBody,
+  );
+
+  const grid = el("div", { className: "conv-grid" }, el("div", { className: "conv-side" }, rooms, people), el("div", { className: "conv-main" }, history, person, search));
+  root.replaceChildren(head, grid);
+
+  function say(text, kind = "") {
+    notice.textContent = text;
+    notice.className = `notice ${kind}`.trim();
+  }
+  const empty = (text) => el("li", { className: "empty", textContent: text });
+  const base = () => `/agents/${enc(state.agent)}`;
+
+  // --- rooms ---
+  function roomLabel(room) {
+    return room.name || room.platform_id || room.room_id;
+  }
+
+  function roomItem(room) {
+    const names = room.people.map((p) => p.name).join(", ") || "no one else";
+    const button = el(
+      "button",
+      { type: "button", className: "conv-pick" },
+      el("span", { className: "conv-pick-title", textContent: roomLabel(room) }),
+      el("span", { className: "conv-pick-meta", textContent: `${room.platform || "?"} · ${when(room.last_at)} · ${names}` }),
+    );
+    button.dataset.roomId = room.room_id;
+    if (room.room_id === state.room) button.setAttribute("aria-current", "true");
+    button.addEventListener("click", () => openRoom(room.room_id));
+    return el("li", {}, button);
+  }
+
+  async function loadRooms({ more = false } = {}) {
+    const query = new URLSearchParams({ limit: "30" });
+    if (more && state.before) query.set("before", state.before);
+    const page = await call("GET", `${base()}/rooms?${query}`);
+    if (!more) roomList.replaceChildren();
+    const shown = new Set([...roomList.querySelectorAll("[data-room-id]")].map((b) => b.dataset.roomId));
+    for (const room of page.items) if (!shown.has(room.room_id)) roomList.append(roomItem(room));
+    if (!roomList.children.length) roomList.append(empty("No conversations yet. Chat with the agent on Home, or connect a client."));
+    state.before = page.next_before;
+    roomsMore.hidden = !page.next_before;
+    return page.items;
+  }
+
+  // --- a room's history, with each turn's trace ---
+  function traceNode(item) {
+    const usage = item.usage || {};
+    const tokens = (usage.prompt_tokens || 0) + (usage.completion_tokens || 0);
+    const total = Object.values(item.timings_ms).reduce((a, b) => a + b, 0);
+    const actions = item.actions.map((a) => a.action).join(", ") || "no action";
+    const summary = el("summary", {
+      textContent: `Trace: ${actions} · ${Math.round(total)} ms · ${plural(tokens, "token")} · ${usd(usage.cost_usd || 0)}`,
+    });
+    const parts = [summary];
+    parts.push(el("p", { className: "trace-thought" }, el("b", { textContent: "Thought: " }), item.thought || "none recorded"));
+    const list = el("ul", { className: "trace-actions" });
+    for (const a of item.actions) {
+      list.append(el("li", { className: a.ok ? "ok" : "failed", textContent: `${a.action}: ${a.ok ? "ok" : a.error || "failed"}` }));
+    }
+    if (!item.actions.length) list.append(el("li", { textContent: "no actions recorded" }));
+    parts.push(el("div", {}, el("b", { textContent: "Actions" }), list));
+    const rows = el("tbody");
+    const stages = [...STAGES.filter((s) => s in item.timings_ms), ...Object.keys(item.timings_ms).filter((s) => !STAGES.includes(s))];
+    for (const stage of stages) {
+      const ms = item.timings_ms[stage];
+      const bar = el("span", { className: "trace-bar" });
+      bar.dataset.share = total ? String(Math.round((ms / total) * 100)) : "0";
+      // The bar's width: one of twenty steps set by class (no inline style under the CSP).
+      bar.classList.add(`w${Math.min(20, Math.round((ms / (total || 1)) * 20))}`);
+      rows.append(el("tr", {}, el("th", { scope: "row", textContent: stage }), el("td", { className: "num", textContent: `${ms.toFixed(1)} ms` }), el("td", { className: "bar-cell" }, bar)));
+    }
+    parts.push(
+      el(
+        "table",
+        { className: "trace-timings" },
+        el("caption", { textContent: "Time by stage" }),
+        rows,
+      ),
+    );
+    const model = item.model || "unknown model";
+    parts.push(
+      el("p", {
+        className: "trace-cost",
+        textContent: `${model} · ${plural(usage.calls || 0, "call")} · ${usage.prompt_tokens || 0} prompt + ${usage.completion_tokens || 0} completion tokens · ${usd(usage.cost_usd || 0)}`,
+      }),
+    );
+    return el("details", { className: "turn-trace" }, ...parts);
+  }
+
+  function messageNode(item) {
+    const node = el(
+      "li",
+      { className: `conv-msg ${item.role}` },
+      el("span", { className: "who", textContent: `${item.speaker} · ${when(item.created_at)}` }),
+      el("p", { className: "text", textContent: item.text || "(no text)" }),
+    );
+    node.dataset.id = item.id;
+    const quiet = item.role === "user" && !["processed", "pending", "received"].includes(item.status);
+    if (quiet || item.status === "failed") {
+      node.append(el("span", { className: "note", textContent: `${item.status}${item.error ? `: ${item.error}` : ""}` }));
+    }
+    if (item.role === "agent" && (item.usage || item.actions.length || item.thought)) node.append(traceNode(item));
+    return node;
+  }
+
+  async function openRoom(roomId, { earlier = false } = {}) {
+    state.room = roomId;
+    for (const b of roomList.querySelectorAll("[data-room-id]")) {
+      if (b.dataset.roomId === roomId) b.setAttribute("aria-current", "true");
+      else b.removeAttribute("aria-current");
+    }
+    const query = new URLSearchParams({ limit: "50" });
+    if (earlier && historyMore.dataset.before) query.set("before", historyMore.dataset.before);
+    try {
+      const page = await call("GET", `${base()}/rooms/${enc(roomId)}/history?${query}`);
+      if (page.room) {
+        historyTitle.textContent = `Room: ${roomLabel(page.room)}`;
+        const who = page.room.people.map((p) => `${p.name}${p.platform_id ? ` (${p.platform} ${p.platform_id})` : ""}`).join(", ");
+        const where = [page.room.platform || "unknown platform"];
+        if (page.room.kind && page.room.kind !== page.room.platform) where.push(page.room.kind);
+        historyMeta.textContent = `${where.join(" · ")} · people: ${who || "none"}`;
+      }
+      const nodes = page.items.map(messageNode);
+      if (earlier) historyLog.prepend(...nodes);
+      else historyLog.replaceChildren(...nodes);
+      if (!historyLog.children.length) historyLog.append(empty("No messages in this room."));
+      historyMore.hidden = !page.next_before;
+      historyMore.dataset.before = page.next_before || "";
+    } catch (error) {
+      historyLog.replaceChildren(empty(describe(error)));
+    }
+  }
+
+  // --- people ---
+  function personItem(p) {
+    const where = p.platform ? `${p.platform} ${p.platform_id}` : "no record";
+    const button = el(
+      "button",
+      { type: "button", className: "conv-pick" },
+      el("span", { className: "conv-pick-title", textContent: p.name }),
+      el("span", { className: "conv-pick-meta", textContent: `${where} · ${plural(p.messages, "message")} · ${plural(p.memories, "memory", "memories")} kept` }),
+    );
+    button.dataset.entityId = p.entity_id;
+    if (p.entity_id === state.person) button.setAttribute("aria-current", "true");
+    button.addEventListener("click", () => openPerson(p.entity_id));
+    return el("li", {}, button);
+  }
+
+  async function loadPeople() {
+    const list = await call("GET", `${base()}/people`);
+    peopleList.replaceChildren(...list.map(personItem));
+    if (!list.length) peopleList.append(empty("Nobody yet."));
+    return list;
+  }
+
+  function memoryList(items, none) {
+    const list = el("ul", { className: "conv-memories" });
+    for (const m of items) list.append(el("li", {}, el("span", { className: "hint", textContent: `${when(m.created_at)} · ` }), m.text));
+    if (!items.length) list.append(el("li", { className: "empty", textContent: none }));
+    return list;
+  }
+
+  async function openPerson(entityId) {
+    state.person = entityId;
+    for (const b of peopleList.querySelectorAll("[data-entity-id]")) {
+      if (b.dataset.entityId === entityId) b.setAttribute("aria-current", "true");
+      else b.removeAttribute("aria-current");
+    }
+    let p;
+    try {
+      p = await call("GET", `${base()}/people/${enc(entityId)}`);
+    } catch (error) {
+      personBody.replaceChildren(el("p", { className: "notice error", textContent: describe(error) }));
+      return;
+    }
+    const where = p.platform ? `${p.platform} ${p.platform_id}` : "no record (only memories)";
+    const status = el("p", { className: "notice", role: "status", id: "conv-person-status" });
+    const exportBtn = el("button", { type: "button", id: "conv-person-export", textContent: "Export their data" });
+    const forgetBtn = el("button", { type: "button", className: "danger", id: "conv-forget", textContent: `Forget ${p.name}…` });
+    const confirmBox = el("div", { className: "conflict conv-confirm", id: "conv-confirm", role: "alertdialog", hidden: true });
+    confirmBox.setAttribute("aria-labelledby", "conv-confirm-text");
+    personBody.replaceChildren(
+      el("h3", { className: "conv-person-name", textContent: p.name }),
+      el("p", {
+        className: "hint",
+        textContent: `${p.names.length > 1 ? `also ${p.names.slice(1).join(", ")} · ` : ""}${where} · entity ${p.entity_id} · ${plural(p.messages, "message")}, ${plural(p.memories, "memory", "memories")} kept`,
+      }),
+      el("h4", { textContent: "Facts" }),
+      memoryList(p.facts, "No facts about them."),
+      el("h4", { textContent: "Summaries that retell them" }),
+      memoryList(p.summaries, "No summaries name them."),
+      el("div", { className: "form-actions conv-person-actions" }, exportBtn, forgetBtn),
+      confirmBox,
+      status,
+    );
+
+    exportBtn.addEventListener("click", async () => {
+      try {
+        const name = await download(`${base()}/memories/export?entity_id=${enc(p.entity_id)}`);
+        status.textContent = `Downloaded ${name}.`;
+        status.className = "notice ok";
+      } catch (error) {
+        status.textContent = describe(error);
+        status.className = "notice error";
+      }
+    });
+
+    forgetBtn.addEventListener("click", () => {
+      const yes = el("button", { type: "button", className: "danger", id: "conv-forget-yes", textContent: `Forget ${p.name}` });
+      const no = el("button", { type: "button", id: "conv-forget-no", textContent: "Cancel" });
+      confirmBox.replaceChildren(
+        el("p", {
+          id: "conv-confirm-text",
+          textContent:
+            `Forget ${p.name} (${where})? This deletes, for this agent: ${plural(p.messages, "message")} they wrote, ` +
+            `the facts and notes about them (${plural(p.memories - p.messages, "other memory", "other memories")}), ` +
+            "the agent's replies to them, the summaries that retell them, and their record (names, platform id). " +
+            "It cannot be undone; export their data first if they asked for it.",
+        }),
+        el("div", { className: "form-actions" }, no, yes),
+      );
+      confirmBox.hidden = false;
+      forgetBtn.disabled = true;
+      no.focus();
+      no.addEventListener("click", () => {
+        confirmBox.hidden = true;
+        forgetBtn.disabled = false;
+        forgetBtn.focus();
+      });
+      yes.addEventListener("click", async () => {
+        yes.disabled = no.disabled = true;
+        try {
+          const r = await call("DELETE", `${base()}/entities/${enc(p.entity_id)}/memories`);
+          confirmBox.hidden = true;
+          const report = el(
+            "div",
+            { className: "conv-report", id: "conv-forget-report", role: "status" },
+            el("p", { textContent: `Forgot ${p.name}: ${plural(r.deleted, "memory", "memories")} deleted.` }),
+            el(
+              "ul",
+              {},
+              el("li", { textContent: plural(r.messages, "message") + " they wrote" }),
+              el("li", { textContent: plural(r.facts, "fact") + " about them" }),
+              el("li", { textContent: plural(r.replies, "reply", "replies") + " of the agent to them" }),
+              el("li", { textContent: plural(r.summaries, "summary", "summaries") + " that retold them" }),
+              el("li", { textContent: plural(r.other, "other memory", "other memories") }),
+              el("li", { textContent: r.entity_record ? "their record (names, platform id)" : "no record was kept" }),
+            ),
+          );
+          personBody.replaceChildren(el("h3", { className: "conv-person-name", textContent: p.name }), report);
+          state.person = null;
+          await Promise.all([loadPeople(), loadRooms(), state.room ? openRoom(state.room) : null]);
+        } catch (error) {
+          const hint = error instanceof ApiError && error.status === 403 ? " Forgetting a person needs the admin token." : "";
+          status.textContent = describe(error) + hint;
+          status.className = "notice error";
+          yes.disabled = no.disabled = false;
+        }
+      });
+    });
+  }
+
+  // --- memory search ---
+  function resultNode(m) {
+    const score = m.score == null ? "" : ` · score ${m.score.toFixed(3)}`;
+    return el(
+      "li",
+      { className: "conv-result" },
+      el("span", { className: "badge off", textContent: m.kind }),
+      " ",
+      el("span", { className: "hint", textContent: `${when(m.created_at)}${score}` }),
+      el("p", { className: "text", textContent: m.text || "(no text)" }),
+    );
+  }
+
+  searchForm.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const q = searchInput.value.trim();
+    if (!q) {
+      results.replaceChildren(empty("Type what to look for: a topic (by meaning) or a word (by words)."));
+      return;
+    }
+    const query = new URLSearchParams({ q, mode: modeSel.value, limit: "20" });
+    if (kindSel.value) query.set("kind", kindSel.value);
+    results.replaceChildren(empty("Searching…"));
+    try {
+      const page = await call("GET", `${base()}/memories?${query}`);
+      results.replaceChildren(...page.items.map(resultNode));
+      if (!page.items.length) {
+        const tip = modeSel.value === "words" ? " Try by meaning, or another word." : "";
+        results.append(empty(`Nothing found.${tip}`));
+      }
+    } catch (error) {
+      results.replaceChildren(empty(describe(error)));
+    }
+  });
+
+  // --- the agent ---
+  function reset() {
+    state.room = state.person = state.before = null;
+    historyTitle.textContent = "Room history";
+    historyMeta.textContent = "";
+    historyLog.replaceChildren(empty("Choose a room to read its history and each turn's trace."));
+    historyMore.hidden = true;
+    personBody.replaceChildren(el("p", { className: "empty", textContent: "Choose a person to see their facts, export their data or forget them." }));
+    results.replaceChildren();
+  }
+
+  async function loadAgent() {
+    state.agent = agentSel.value || null;
+    exportAll.disabled = !state.agent;
+    if (!state.agent) return;
+    const keepRoom = state.room;
+    const keepPerson = state.person;
+    try {
+      const [roomItems, peopleItems] = await Promise.all([loadRooms(), loadPeople()]);
+      say("");
+      if (keepRoom && roomItems.some((r) => r.room_id === keepRoom)) await openRoom(keepRoom);
+      else if (roomItems.length && !keepRoom) await openRoom(roomItems[0].room_id);
+      if (keepPerson && peopleItems.some((p) => p.entity_id === keepPerson)) await openPerson(keepPerson);
+    } catch (error) {
+      say(describe(error), "error");
+    }
+  }
+
+  agentSel.addEventListener("change", () => {
+    reset();
+    loadAgent();
+  });
+  refresh.addEventListener("click", () => show());
+  roomsMore.addEventListener("click", () => loadRooms({ more: true }).catch((e) => say(describe(e), "error")));
+  historyMore.addEventListener("click", () => state.room && openRoom(state.room, { earlier: true }));
+  exportAll.addEventListener("click", async () => {
+    try {
+      say(`Downloaded ${await download(`${base()}/memories/export`)}.`, "ok");
+    } catch (error) {
+      say(describe(error), "error");
+    }
+  });
+
+  async function show() {
+    let agents;
+    try {
+      agents = await visibleAgents(ctx);
+    } catch (error) {
+      say(describe(error), "error");
+      return;
+    }
+    const chosen = agentSel.value;
+    agentSel.replaceChildren(...agents.map((a) => el("option", { value: a.id, textContent: a.name })));
+    if (!agents.length) {
+      say("No agents yet: create a persona on Home.");
+      exportAll.disabled = true;
+      return;
+    }
+    agentSel.value = agents.some((a) => a.id === chosen) ? chosen : agents[0].id;
+    if (agentSel.value !== state.agent) reset();
+    await loadAgent();
+  }
+
+  reset();
+  return { show };
+}
