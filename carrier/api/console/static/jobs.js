@@ -9,14 +9,16 @@ const UNFINISHED = new Set(["pending", "claimed", "running", "awaiting_approval"
 const RETRYABLE = new Set(["failed", "cancelled"]);
 const LIMIT = 100;
 
-/** "12:04:05" today, else "25 Nov 12:04"; the full time in the title. */
+/** "12:04:05" today, "25 Nov 12:04" this year, else "1 Jan 2027 09:00"; the full time goes
+ * in the title. */
 export function when(iso) {
   if (!iso) return "—";
   const at = new Date(iso);
-  const today = new Date().toDateString() === at.toDateString();
-  return today
-    ? at.toLocaleTimeString([], { hour12: false })
-    : at.toLocaleString([], { day: "numeric", month: "short", hour: "2-digit", minute: "2-digit", hour12: false });
+  const now = new Date();
+  if (now.toDateString() === at.toDateString()) return at.toLocaleTimeString([], { hour12: false });
+  const format = { day: "numeric", month: "short", hour: "2-digit", minute: "2-digit", hour12: false };
+  if (at.getFullYear() !== now.getFullYear()) format.year = "numeric";
+  return at.toLocaleString([], format);
 }
 
 /** A duration in words: "350 ms", "4.2 s", "3 min", "2 h 5 min". */
@@ -127,8 +129,9 @@ export function mount(root, ctx) {
       open = job.id;
       await refresh();
     } catch (error) {
-      const hint = error instanceof ApiError && error.status === 403 ? " Cancel and retry need the admin token." : "";
-      say(`Could not ${verb} job ${job.id}: ${ctx.describe(error)}${hint}`, "error");
+      const text = ctx.describe(error);
+      const hint = error instanceof ApiError && error.status === 403 && !text.includes("admin token") ? " Cancel and retry need the admin token." : "";
+      say(`Could not ${verb} job ${job.id}: ${text}${hint}`, "error");
     }
   }
 
@@ -195,7 +198,7 @@ export function mount(root, ctx) {
     fact("State", job.state.replace("_", " "));
     fact("Attempts", `${job.attempts} of ${job.max_attempts} (crashes: ${job.crashes} of ${job.max_crashes})`);
     fact("Created", new Date(job.created_at).toLocaleString());
-    fact("Took", span(new Date(job.updated_at) - new Date(job.created_at)));
+    fact("Last change", `${new Date(job.updated_at).toLocaleString()} (${span(new Date(job.updated_at) - new Date(job.created_at))} after it was created)`);
     if (job.last_error) fact("Last error", job.last_error);
     if (job.result) fact("Result", JSON.stringify(job.result));
     const close = el("button", { type: "button", textContent: "Close" });
@@ -229,6 +232,7 @@ export function mount(root, ctx) {
       }
     }
     tbody.replaceChildren(...jobs.map(row));
+    table.hidden = !jobs.length;
     summary.textContent = jobs.length
       ? `${jobs.length === LIMIT ? `The newest ${LIMIT}` : jobs.length} job${jobs.length === 1 ? "" : "s"}, newest first.`
       : "No job matches these filters.";
@@ -263,7 +267,7 @@ export function mount(root, ctx) {
           "li",
           { className: "schedule" },
           el("b", { textContent: s.kind }),
-          ` for ${agentName(s.agent_id)}: ${s.describe}`,
+          `${s.agent_id ? ` for ${agentName(s.agent_id)}` : " (the host's)"}: ${s.describe}`,
           el("span", { className: "meta", textContent: `${s.enabled ? "" : "disabled · "}${next}${later}` }),
         );
       }),
