@@ -170,6 +170,7 @@ async def test_console_conversations_trace_search_export_and_forget(
             await expect(report).to_contain_text("their record (names, platform id)")
             await expect(people).to_have_count(1)
             await expect(rooms).to_have_count(1)
+            await expect(page.locator("#conv-history-title")).to_have_text("Room history")
             await page.screenshot(
                 path=str(ARTIFACTS / "console-conversations-forget.png"), full_page=True
             )

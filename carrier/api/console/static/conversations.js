@@ -412,7 +412,10 @@ export function mount(root, ctx) {
           );
           personBody.replaceChildren(el("h3", { className: "conv-person-name", textContent: p.name }), report);
           state.person = null;
-          await Promise.all([loadPeople(), loadRooms(), state.room ? openRoom(state.room) : null]);
+          const [, left] = await Promise.all([loadPeople(), loadRooms()]);
+          // A room that held only their messages is gone with them.
+          if (state.room && left.some((room) => room.room_id === state.room)) await openRoom(state.room);
+          else clearRoom();
         } catch (error) {
           const hint = error instanceof ApiError && error.status === 403 ? " Forgetting a person needs the admin token." : "";
           status.textContent = describe(error) + hint;
@@ -459,12 +462,17 @@ export function mount(root, ctx) {
   });
 
   // --- the agent ---
-  function reset() {
-    state.room = state.person = state.before = null;
+  function clearRoom() {
+    state.room = null;
     historyTitle.textContent = "Room history";
     historyMeta.textContent = "";
     historyLog.replaceChildren(empty("Choose a room to read its history and each turn's trace."));
     historyMore.hidden = true;
+  }
+
+  function reset() {
+    state.person = state.before = null;
+    clearRoom();
     personBody.replaceChildren(el("p", { className: "empty", textContent: "Choose a person to see their facts, export their data or forget them." }));
     results.replaceChildren();
   }
