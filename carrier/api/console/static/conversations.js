@@ -417,10 +417,17 @@ export function mount(root, ctx) {
           if (state.room && left.some((room) => room.room_id === state.room)) await openRoom(state.room);
           else clearRoom();
         } catch (error) {
-          const hint = error instanceof ApiError && error.status === 403 ? " Forgetting a person needs the admin token." : "";
-          status.textContent = describe(error) + hint;
+          const refused = error instanceof ApiError && error.status === 403;
+          status.textContent = refused
+            ? `${describe(error)}. Enter the admin token at the top to forget someone; this token may read only.`
+            : describe(error);
           status.className = "notice error";
-          yes.disabled = no.disabled = false;
+          if (refused) {
+            confirmBox.hidden = true;
+            forgetBtn.disabled = false;
+          } else {
+            yes.disabled = no.disabled = false;
+          }
         }
       });
     });
