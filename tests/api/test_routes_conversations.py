@@ -82,6 +82,12 @@ async def test_conversations_search_by_meaning_and_by_words(client: httpx.AsyncC
     words = (await client.get(url, params={"q": "zebulon", "mode": "words"})).json()["items"]
     assert words and all("Zebulon" in m["text"] for m in words)
     assert any(m["kind"] == "message" and m["text"].startswith("the lighthouse") for m in words)
+    # Paged: Ana's message and the reply that quotes it, one at a time.
+    first = (await client.get(url, params={"q": "zebulon", "mode": "words", "limit": 1})).json()
+    assert len(first["items"]) == 1 and first["next_offset"] == 1
+    params = {"q": "zebulon", "mode": "words", "limit": 1, "offset": 1}
+    second = (await client.get(url, params=params)).json()
+    assert second["items"][0]["id"] != first["items"][0]["id"]
     nothing = (await client.get(url, params={"q": "xylophone", "mode": "words"})).json()
     assert nothing["items"] == []
     # By meaning, something always comes back, best first, with a cosine.

@@ -133,7 +133,8 @@ async def _by_words(
         text=q,
         embedding=vector,
         embedding_model=embedder.model_id,
-        k=offset + limit + 1,
+        # Candidates to spare: those without one of the words are left out below.
+        k=min(3 * (offset + limit + 1), 600),
         room_id=room_id,
         kinds=kinds,
     )
@@ -142,7 +143,7 @@ async def _by_words(
     page = kept[offset : offset + limit]
     return MemoryPage(
         items=[memory_out(h.memory, h.score) for h in page],
-        next_offset=offset + limit if len(hits) > offset + limit else None,
+        next_offset=offset + limit if len(kept) > offset + limit else None,
     )
 
 
