@@ -147,7 +147,7 @@ class MemoryOut(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
     created_at: datetime
     score: float | None = None
-    """Similarity to ``q`` (cosine), for searches."""
+    """For searches: similarity to ``q`` (cosine), or by words its fused rank score."""
 
 
 class MemoryPage(BaseModel):
