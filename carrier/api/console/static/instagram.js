@@ -87,6 +87,10 @@ export function mount(root, ctx) {
       const caption = el("figcaption", { textContent: name });
       frame.append(el("div", { className: "ig-placeholder", textContent: "loading…" }), caption);
       frames.append(frame);
+      if (/\.(mp4|mov|m4v)$/i.test(name)) {
+        frame.firstChild.textContent = `video (${draft.kind}): not previewed here`;
+        return;
+      }
       imageData(job.id, index)
         .then((src) => {
           const img = el("img", { src, alt: `${name}, framed as Instagram will show it` });
