@@ -50,6 +50,7 @@ ASSETS: dict[str, str] = {
     "views.js": "text/javascript; charset=utf-8",
     "main.js": "text/javascript; charset=utf-8",
     "conversations.js": "text/javascript; charset=utf-8",
+    "turn_trace.js": "text/javascript; charset=utf-8",
     "instagram.js": "text/javascript; charset=utf-8",
     "jobs.js": "text/javascript; charset=utf-8",
 }
