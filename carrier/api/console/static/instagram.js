@@ -13,6 +13,7 @@ const DAY_MS = 24 * 3600 * 1000;
 const MIN_ASPECT = 4 / 5; // clients/instagram/media/images.py: what Instagram takes
 const MAX_ASPECT = 1.91;
 const CAPTION_MAX = 2200;
+const HISTORY = 20; // publish jobs shown
 
 function instagramConfig(agent) {
   return agent.character?.clientConfig?.instagram || {};
@@ -63,7 +64,7 @@ function planLine(config) {
 export function mount(root, ctx) {
   const { el } = ctx;
   const notice = el("p", { className: "notice", role: "status", id: "ig-notice" });
-  const list = el("div", { className: "ig-agents", id: "ig-agents" });
+  const list = el("div", { className: "ig-agents", id: "ig-agents" }, el("p", { className: "empty", textContent: "Loading…" }));
   const refreshButton = el("button", { type: "button", textContent: "Refresh" });
   root.append(
     el(
@@ -196,14 +197,20 @@ export function mount(root, ctx) {
     const [schedules, drafts, published] = await Promise.all([
       call("GET", `/jobs/schedules?agent_id=${id}&kind=${POST}`),
       call("GET", `/jobs?agent_id=${id}&kind=${POST}&state=awaiting_approval`),
-      call("GET", `/jobs?agent_id=${id}&kind=${PUBLISH}&limit=20`),
+      call("GET", `/jobs?agent_id=${id}&kind=${PUBLISH}&limit=${HISTORY}`),
     ]);
     const config = instagramConfig(agent);
+    const limit = config.dailyLimit || config.dailyPublishLimit || config.daily_limit || 50;
     const since = Date.now() - DAY_MS;
-    const counted = published.filter(
+    // The history holds every job of the last 24 h unless it is full and all of it that recent:
+    // then the day's succeeded ones are read on their own.
+    let recent = published;
+    if (published.length === HISTORY && published.every((j) => new Date(j.created_at) > since)) {
+      recent = await call("GET", `/jobs?agent_id=${id}&kind=${PUBLISH}&state=succeeded&limit=500`);
+    }
+    const counted = recent.filter(
       (j) => j.result && j.result.published !== false && !j.result.dry_run && j.state === "succeeded" && new Date(j.updated_at) > since,
     );
-    const limit = config.dailyLimit || config.dailyPublishLimit || config.daily_limit || 50;
     const runs = schedules.length
       ? schedules.map((s) => {
           const next = s.finished ? "done" : s.next_at ? `next ${when(s.next_at)}` : "not queued yet";
@@ -249,7 +256,7 @@ export function mount(root, ctx) {
       return;
     }
     if (!agents.length) {
-      list.replaceChildren(el("p", { className: "empty", textContent: "No agent posts on Instagram: add instagram to a persona's clients (Home, editor)." }));
+      list.replaceChildren(el("p", { className: "empty", textContent: "No agent this token sees posts on Instagram: add instagram to a persona's clients (Home, editor)." }));
       return;
     }
     const panels = await Promise.all(
