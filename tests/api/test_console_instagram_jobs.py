@@ -7,8 +7,8 @@ The walk: an upload becomes a draft awaiting approval, shown with its image fram
 will show it; its caption is edited and it is approved; the fake Graph API receives the post
 with the edited caption and the publish history shows it with its permalink, counted against
 the daily limit. The Jobs view lists the jobs, filters them, shows one's history, cancels the
-plan's pending job and runs it again. An agent's token sees its agent and is told that cancel
-needs the admin token. Both views fit a 400 px screen. Screenshots go to
+plan's pending job and runs it again (it drafts a post from the library). An agent's token sees
+its agent, is told that cancel needs the admin token, and rejects that draft itself. Both views fit a 400 px screen. Screenshots go to
 ``test-artifacts/console-instagram*.png`` and ``console-jobs*.png``.
 """
 
@@ -222,24 +222,34 @@ async def walk(
         await page.screenshot(path=str(ARTIFACTS / "console-jobs-400px.png"), full_page=True)
         assert errors == [] and escaped == []
 
-    # An agent's token: its agent's Instagram and jobs; cancel is the admin's.
+    # The retried plan job drafted a post from the library (the fake model wrote its caption).
+    assert settled == "awaiting_approval"
+
+    # An agent's token: its agent's jobs and Instagram; cancel is the admin's, its drafts its own.
     created = await http.post("/tokens", json={"name": "harbour-ops", "agent_id": agent_id})
     narrowed = created.json()["token"]
     async with browser(tmp_path / "narrowed") as (page, errors, escaped):
         await page.goto(f"{url}/console#token={narrowed}")
-        await page.get_by_role("link", name="Instagram").click()
-        await expect(page.locator(f"#ig-{agent_id} .ig-history tbody tr")).to_have_count(1)
         await page.get_by_role("link", name="Jobs").click()
         await expect(page.locator("#jobs-agent option")).to_have_count(2)  # any, and its agent
         await page.locator("#jobs-kind").fill("instagram.post")
         await page.get_by_role("button", name="Filter").click()
         mine = page.locator(f"#job-{plan_job}")
-        await expect(mine.locator(".badge")).to_have_text(settled.replace("_", " "))
-        verb = "Retry" if settled == "failed" else "Cancel"
-        await mine.get_by_role("button", name=verb).click()
+        await expect(mine.locator(".badge")).to_have_text("awaiting approval")
+        await mine.get_by_role("button", name="Cancel").click()
         await expect(page.locator("#jobs-notice")).to_contain_text("needs the admin token")
-        assert (await http.get(f"/jobs/{plan_job}")).json()["state"] == settled
+        assert (await http.get(f"/jobs/{plan_job}")).json()["state"] == "awaiting_approval"
         await page.screenshot(path=str(ARTIFACTS / "console-jobs-agent-token.png"), full_page=True)
+
+        await page.get_by_role("link", name="Instagram").click()
+        section = page.locator(f"#ig-{agent_id}")
+        await expect(section.locator(".ig-history tbody tr")).to_have_count(1)
+        card = section.locator(f"#draft-{plan_job}")
+        await expect(card.locator("figcaption")).to_have_text("pier.jpg")  # square: as it is
+        await card.get_by_role("button", name="Reject").click()
+        await expect(page.locator("#ig-notice")).to_contain_text("Rejected Harbour's draft")
+        await expect(section).to_contain_text("No draft waits for approval.")
+        assert (await http.get(f"/jobs/{plan_job}")).json()["state"] == "cancelled"
         assert errors == [] and escaped == []
 
 
