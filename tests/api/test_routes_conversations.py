@@ -180,6 +180,12 @@ async def test_conversations_narrowed_to_an_agent_token(client: httpx.AsyncClien
         assert mine.status_code == 200, (path, mine.text)
         refused = await client.get(f"/agents/{other}/{path}", headers=scoped)
         assert refused.status_code == 403, path
+    # The model's private thought is the admin's only (as include_thought on messages).
+    history = f"/agents/{agent_id}/rooms/{room}/history"
+    assert any(i["thought"] for i in (await client.get(history)).json()["items"])
+    assert not any(
+        i["thought"] for i in (await client.get(history, headers=scoped)).json()["items"]
+    )
     # Forgetting a person stays the admin's.
     forget = await client.delete(f"/agents/{agent_id}/entities/{ana}/memories", headers=scoped)
     assert forget.status_code == 403

@@ -177,7 +177,7 @@ def _dict(value: object) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _item(memory: Memory, agent_entity: str) -> HistoryItem:
+def _item(memory: Memory, agent_entity: str, *, thought: bool) -> HistoryItem:
     content = memory.content
     meta = content.metadata
     role: Literal["user", "agent"] = "agent" if memory.entity_id == agent_entity else "user"
@@ -201,7 +201,7 @@ def _item(memory: Memory, agent_entity: str) -> HistoryItem:
         error=memory.error,
         in_reply_to=content.in_reply_to,
         created_at=memory.created_at,
-        thought=content.thought,
+        thought=content.thought if thought else None,
         model=model if isinstance(model, str) else None,
         usage=usage,
         actions=actions,
@@ -219,14 +219,15 @@ async def room_history(
     agent_id: AgentId,
     room_id: RoomId,
     state: State,
-    _: Access,
+    who: Access,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     before: Annotated[
         IsoDatetime | None, Query(description="Only messages sent before this (a cursor).")
     ] = None,
 ) -> HistoryPage:
-    """Both sides of the room, oldest first, each turn's first reply with the turn's thought,
-    actions, stage timings, model, tokens and cost."""
+    """Both sides of the room, oldest first, each turn's first reply with the turn's thought
+    (to the admin token only, as ``include_thought`` on messages), actions, stage timings,
+    model, tokens and cost."""
     await state.manager.get(agent_id)
     store = state.manager.store
     room = await store.get_room(room_id)
@@ -266,6 +267,6 @@ async def room_history(
         )
     return HistoryPage(
         room=head,
-        items=[_item(m, agent_entity) for m in reversed(page)],
+        items=[_item(m, agent_entity, thought=who.admin) for m in reversed(page)],
         next_before=page[-1].created_at if len(found) > limit else None,
     )
