@@ -58,9 +58,9 @@ class ChangeWatch(SQLiteConnection):
         self._cursor = 0
         """The last ``memory_changes`` entry applied to the vector index."""
         self._watch: sqlite3.Connection | None = None
-        """A read-only connection used on the event loop's thread for ``PRAGMA data_version``
-        alone (a few microseconds, no hand-off to the connection's thread): see
-        :meth:`_data_version`."""
+        """A read-only connection used on the event loop's thread for ``PRAGMA data_version`` (a
+        few microseconds, no hand-off to the connection's thread: see :meth:`_data_version`),
+        and as the store's reader for small reads (``_fetch_near``)."""
         self._synced_version: int | None = None
         """The data version seen when the change log was last read in full."""
         self.vectors: VectorIndex | None = None
@@ -87,14 +87,15 @@ class ChangeWatch(SQLiteConnection):
             await db.execute(
                 "DELETE FROM memory_changes WHERE n <= ?", (self._cursor - _KEEP_CHANGES,)
             )
-        self._watch = self._open_watch()
+        self._watch = self._reader = self._open_watch()
 
     def _open_watch(self) -> sqlite3.Connection | None:
         if not isinstance(self.path, Path):
             return None  # an in-memory database is this connection's alone
         try:
-            # No busy wait: a check that cannot run at once reads the change log instead.
-            return sqlite3.connect(
+            # No busy wait: a check that cannot run at once reads the change log instead, and a
+            # read that cannot goes to the connection's thread.
+            watch = sqlite3.connect(
                 self.path.absolute().as_uri() + "?mode=ro",
                 uri=True,
                 timeout=0,
@@ -104,6 +105,8 @@ class ChangeWatch(SQLiteConnection):
         except (sqlite3.Error, ValueError) as exc:
             logger.info("SQLite store %s: every search reads the change log (%s)", self.path, exc)
             return None
+        watch.row_factory = sqlite3.Row
+        return watch
 
     async def _stop_watch(self) -> None:
         """Close the vector index (it saves what changed) and the watch connection; called by
@@ -111,6 +114,7 @@ class ChangeWatch(SQLiteConnection):
         if self.vectors is not None and self._db is not None:
             await self.vectors.close()
         watch, self._watch, self._synced_version = self._watch, None, None
+        self._reader = None
         if watch is not None:
             watch.close()
 
@@ -177,7 +181,7 @@ class ChangeWatch(SQLiteConnection):
         :data:`_JOINED` are read as ids first, then their rows."""
         assert self.vectors is not None
         loaded = self.vectors.agents
-        joined = await self._fetch(
+        joined = await self._fetch_near(
             "reading the change log",
             f"""SELECT c.n, c.agent_id, c.memory_id, {_CHANGED_COLUMNS}
             FROM memory_changes AS c LEFT JOIN memories AS m

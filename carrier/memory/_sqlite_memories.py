@@ -18,6 +18,9 @@ from carrier.types import Memory, MemoryKind, MemoryStatus, to_us, utcnow
 
 __all__ = ["Memories"]
 
+_NEAR_LIMIT = 100
+"""A room's or a person's latest memories up to this many are read on the event loop's thread."""
+
 
 class Memories(SQLiteConnection):
     """The Store's methods for memories, but search (a part of
@@ -56,12 +59,12 @@ class Memories(SQLiteConnection):
         return stored
 
     async def get_memory(self, memory_id: str) -> Memory | None:
-        row = await self._fetch_one(
+        rows = await self._fetch_near(
             f"reading memory {memory_id}",
             f"SELECT {codec.MEMORY_COLUMNS} FROM memories WHERE id = ?",
             (memory_id,),
         )
-        return codec.memory_from_row(row) if row is not None else None
+        return codec.memory_from_row(rows[0]) if rows else None
 
     async def update_memory(self, memory: Memory) -> None:
         content, status, now = memory.content.model_dump_json(), str(memory.status), utcnow()
@@ -125,7 +128,10 @@ class Memories(SQLiteConnection):
             where.append("created_at < ?")
             params.append(to_us(before))
         columns = codec.MEMORY_COLUMNS if embeddings else codec.MEMORY_COLUMNS_NO_VECTOR
-        rows = await self._fetch(
+        # A room's or a person's latest few (a turn's history, its facts) come straight from an
+        # index: read at once on the event loop's thread; other reads may scan, on the thread.
+        near = (room_id is not None or entity_id is not None) and limit <= _NEAR_LIMIT
+        rows = await (self._fetch_near if near else self._fetch)(
             "reading memories",
             f"SELECT {columns} FROM memories WHERE {' AND '.join(where)} "
             "ORDER BY created_at DESC, rowid DESC LIMIT ?",

@@ -85,13 +85,14 @@ class Records(SQLiteConnection):
         )
 
     async def get_room(self, room_id: str) -> Room | None:
-        row = await self._fetch_one(
+        # Reads by primary key: at once, on the event loop's thread (``_fetch_near``).
+        rows = await self._fetch_near(
             f"reading room {room_id}", "SELECT data FROM rooms WHERE id = ?", (room_id,)
         )
-        return Room.model_validate_json(row["data"]) if row is not None else None
+        return Room.model_validate_json(rows[0]["data"]) if rows else None
 
     async def get_rooms(self, room_ids: Sequence[str]) -> dict[str, Room]:
-        rows = await self._fetch(
+        rows = await (self._fetch_near if len(room_ids) <= 64 else self._fetch)(
             f"reading {len(room_ids)} rooms",
             "SELECT id, data FROM rooms WHERE id IN (SELECT value FROM json_each(?))",
             (json.dumps(list(room_ids)),),
@@ -119,10 +120,10 @@ class Records(SQLiteConnection):
             )
 
     async def get_entity(self, entity_id: str) -> Entity | None:
-        row = await self._fetch_one(
+        rows = await self._fetch_near(
             f"reading entity {entity_id}", "SELECT data FROM entities WHERE id = ?", (entity_id,)
         )
-        return Entity.model_validate_json(row["data"]) if row is not None else None
+        return Entity.model_validate_json(rows[0]["data"]) if rows else None
 
     async def find_entities(
         self,

@@ -10,10 +10,12 @@ and the memories of a ranked list.
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from carrier.memory import _sqlite_codec as codec
 from carrier.memory._ranked import MemoryQuery, RankedSearch, search_index
@@ -27,6 +29,8 @@ __all__ = ["SQLiteSearch"]
 _DOC_COUNT_TTL_S = 300.0
 _DOC_COUNT_CACHE = 50_000
 """Words whose memory counts are kept (for :meth:`SQLiteSearch._doc_counts`), and for how long."""
+_NEAR_HITS = 64
+"""Up to this many hits are read back on the event loop's thread (see ``_fetch_near``)."""
 _KNOWLEDGE_ONLY = frozenset({MemoryKind.KNOWLEDGE})
 """Kinds whose text searches read an index of their own (``knowledge_fts``): a turn searches
 knowledge alone, and the index of every memory would rank every message holding its words."""
@@ -77,7 +81,9 @@ class SQLiteSearch(RankedSearch, ChangeWatch):
         if not hits:
             return []
         columns = codec.MEMORY_COLUMNS if embeddings else codec.MEMORY_COLUMNS_NO_VECTOR
-        rows = await self._fetch(
+        # A search's few hits are read at once (by primary key), many through the thread.
+        fetch = self._fetch_near if len(hits) <= _NEAR_HITS else self._fetch
+        rows = await fetch(
             "reading search results",
             f"SELECT {columns} FROM memories WHERE id IN (SELECT value FROM json_each(?))",
             (json.dumps([memory_id for memory_id, _ in hits]),),
@@ -95,18 +101,21 @@ class SQLiteSearch(RankedSearch, ChangeWatch):
         terms = query_terms(text)
         if not terms:
             return []
+        knowledge = query.kinds is not None and set(query.kinds) <= _KNOWLEDGE_ONLY
         fts, vocab = (
             ("knowledge_fts", "knowledge_vocab")
-            if query.kinds is not None and set(query.kinds) <= _KNOWLEDGE_ONLY
+            if knowledge
             else ("memories_fts", "memories_vocab")
         )
+        # Knowledge's own index is small: read at once; the index of every memory, on the thread.
+        fetch = self._fetch_near if knowledge else self._fetch
         keys = {folded(term): term for term in terms}
-        counts = await self._doc_counts(vocab, list(keys))
+        counts = await self._doc_counts(vocab, list(keys), fetch)
         match = fts5_match(rarest_terms({keys[key]: counts[key] for key in keys}))
         if match is None:
             return []
         where, params = codec.query_filters(query, table="m.")
-        rows = await self._fetch(
+        rows = await fetch(
             "searching memories by text",
             f"""SELECT m.id FROM {fts} JOIN memories AS m ON m.seq = {fts}.rowid
             WHERE {fts} MATCH ? AND {" AND ".join(where)}
@@ -115,7 +124,12 @@ class SQLiteSearch(RankedSearch, ChangeWatch):
         )
         return [row[0] for row in rows]
 
-    async def _doc_counts(self, vocab: str, terms: list[str]) -> dict[str, int]:
+    async def _doc_counts(
+        self,
+        vocab: str,
+        terms: list[str],
+        fetch: Callable[[str, str, Sequence[Any]], Awaitable[list[sqlite3.Row]]],
+    ) -> dict[str, int]:
         """In how many memories of the ``vocab`` table's index each (folded) term occurs.
         Looking a word up in FTS5's vocabulary costs ~0.6 ms, so counts are kept a while: they
         change slowly, and only choose which words a search looks for."""
@@ -129,7 +143,7 @@ class SQLiteSearch(RankedSearch, ChangeWatch):
             else:
                 missing.append(term)
         if missing:
-            rows = await self._fetch(
+            rows = await fetch(
                 "reading the full-text vocabulary",
                 f"SELECT term, doc FROM {vocab} WHERE term IN ({', '.join('?' * len(missing))})",
                 missing,

@@ -3,8 +3,11 @@
 The store is assembled from parts, each a module of its own beside this one:
 
 * :mod:`~carrier.memory._sqlite_conn`: one aiosqlite connection (one worker thread) serves every
-  call, so statements never run at the same time; an asyncio lock additionally keeps each write,
-  and each multi-statement transaction, whole; SQLite's errors become ``StoreError``.
+  write and every read that may take a while, so writes never run at the same time; an asyncio
+  lock additionally keeps each write, and each multi-statement transaction, whole; SQLite's
+  errors become ``StoreError``. The small reads of a turn (a room's latest messages, a person's
+  facts, rooms, search hits) run at once on the event loop's thread through a read-only
+  connection: a hand-off to the worker thread costs more than they do.
 * :mod:`~carrier.memory._sqlite_schema`: the migrations a file gets when it opens.
 * :mod:`~carrier.memory._sqlite_records` and :mod:`~carrier.memory._sqlite_memories`: the Store's
   reads and writes, laid out as rows by :mod:`~carrier.memory._sqlite_codec`.

@@ -224,13 +224,18 @@ async def test_sqlite_turn_reads_walk_an_index_in_order(
             )
         )
         statements: list[tuple[str, Any]] = []
-        fetch = store._fetch
+        fetch, fetch_near = store._fetch, store._fetch_near
 
         async def recording(what: str, sql: str, params: Any = ()) -> Any:
             statements.append((sql, params))
             return await fetch(what, sql, params)
 
+        async def recording_near(what: str, sql: str, params: Any = ()) -> Any:
+            statements.append((sql, params))
+            return await fetch_near(what, sql, params)
+
         monkeypatch.setattr(store, "_fetch", recording)
+        monkeypatch.setattr(store, "_fetch_near", recording_near)
         by_room = await store.get_memories(agent_id="a", room_id="r1", kinds=[MemoryKind.MESSAGE])
         facts = await store.get_memories(agent_id="a", entity_id="e1", kinds=[MemoryKind.FACT])
         assert {m.room_id for m in by_room} == {"r1"} and len(by_room) == 10

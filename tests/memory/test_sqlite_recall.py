@@ -94,6 +94,8 @@ async def test_sqlite_index_follows_another_process_writes(
 
         statements: list[str] = []
         await mine._conn().set_trace_callback(statements.append)
+        assert mine._reader is not None
+        mine._reader.set_trace_callback(statements.append)
         assert await _top(mine, _unit(3)) == ["theirs"]
         read = [s for s in statements if "memory_changes" in s]
         assert len(read) == (1 if joined > 3 else 2), read
@@ -113,6 +115,8 @@ async def test_sqlite_search_reads_the_change_log_only_after_a_commit(tmp_path: 
         assert await _top(mine, _unit(1)) == ["first"]  # loads mine's index
         statements: list[str] = []
         await mine._conn().set_trace_callback(statements.append)
+        assert mine._reader is not None
+        mine._reader.set_trace_callback(statements.append)
 
         assert await _top(mine, _unit(1)) == ["first"]
         assert not [s for s in statements if "memory_changes" in s]
@@ -208,3 +212,44 @@ async def test_sqlite_open_that_fails_half_way_closes_its_connection(
     async with store:
         await store.add_memory(_memory("after", _unit(1)))
         assert await _top(store, _unit(1)) == ["after"]
+
+
+async def test_sqlite_small_reads_skip_the_connections_thread(tmp_path: Path) -> None:
+    """A turn's reads (a room's history, a person's facts, rooms, search hits) run at once on
+    the event loop's thread through the read-only connection, see the store's own writes, and
+    go to the connection's thread when that connection cannot serve them."""
+    from carrier.types import Room
+
+    async with SQLiteStore(path=tmp_path / "carrier.db") as store:
+        on_thread: list[str] = []
+        await store._conn().set_trace_callback(on_thread.append)
+        room = Room(id="r", agent_id="a", platform="p", platform_id="1")
+        await store.upsert_room(room)
+        first = await store.add_memory(_memory("first", _unit(1)))
+        assert await _top(store, _unit(1)) == ["first"]  # loads the vector index (the thread)
+        on_thread.clear()
+
+        async def reads() -> None:
+            assert [m.id for m in await store.get_memories(agent_id="a", room_id="r")] == [first.id]
+            assert [m.id for m in await store.get_memories(agent_id="a", entity_id="e")] == [
+                first.id
+            ]
+            assert (await store.get_rooms(["r"]))["r"] == room
+            assert await store.get_room("r") == room
+            assert (await store.get_memory(first.id)) == first
+            assert await _top(store, _unit(1)) == ["first"]
+
+        await reads()
+        assert not [s for s in on_thread if s.lstrip().upper().startswith("SELECT")], on_thread
+
+        assert store._reader is not None
+        store._reader.close()  # it fails now: the thread reads instead
+        await reads()
+        assert [s for s in on_thread if "FROM memories" in s]
+
+    async with SQLiteStore(path=":memory:") as memory_store:  # no second connection there
+        assert memory_store._reader is None
+        await memory_store.add_memory(_memory("only", _unit(1)))
+        assert [
+            m.content.text for m in await memory_store.get_memories(agent_id="a", room_id="r")
+        ] == ["only"]
