@@ -78,7 +78,7 @@ class ConnectionPart:
     ``name`` tells it apart within the account (``0/4``: shard 0 of 4); ``config`` is laid over
     the client's configuration to start it as that part alone; ``covers`` says whether a stored
     inbound message came through it, so a process that takes the part over settles what the
-    part's previous holder left, and only that (:class:`carrier.outbox.Platforms`)."""
+    part's previous holder left, and only that (:class:`carrier.serving.Platforms`)."""
 
     name: str
     config: Mapping[str, Any] = field(default_factory=dict)

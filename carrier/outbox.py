@@ -14,7 +14,7 @@ are still fresh (``CARRIER_REPLY_RECOVERY_SECONDS``, 120 s by default) are sent 
 once it is connected (:meth:`Outbox.redeliver`), older ones are failed with the reason.
 
 With several processes on one store, each settles only the platforms it serves
-(:class:`Platforms`): the web process the API's at its start, a worker a platform's when it takes
+(:class:`carrier.serving.Platforms`): the web process the API's at its start, a worker a platform's when it takes
 that platform's connection over (its lease, :mod:`carrier.agents.leases`), from that moment on.
 """
 
@@ -29,15 +29,14 @@ from datetime import datetime, timedelta
 from itertools import count
 
 from carrier.memory.base import Store
+from carrier.serving import EVERY, Platforms
 from carrier.types import Memory, MemoryKind, MemoryStatus, stable_id, utcnow
 
 __all__ = [
-    "EVERY",
     "HISTORY_PLATFORMS",
     "INTERRUPTED",
     "RECOVERY_SECONDS",
     "Outbox",
-    "Platforms",
     "Recovery",
     "Send",
     "reply_id",
@@ -63,38 +62,6 @@ _UNSENT = (MemoryStatus.PENDING, MemoryStatus.SENDING)
 _DELIVERED = (MemoryStatus.SENT, MemoryStatus.STORED)
 """``stored``: a reply written before the outbox existed, sent by the process that wrote it."""
 _PAGE = 500
-
-
-@dataclass(frozen=True)
-class Platforms:
-    """Which platforms' messages a recovery settles: those in ``only`` (None: every one), less
-    those in ``exclude``; and, of those, only the inbound messages ``where`` admits, when given
-    (one part of an account: the shards of a Discord bot a process took over). A process
-    settles what it serves, and only that."""
-
-    only: frozenset[str] | None = None
-    exclude: frozenset[str] = field(default_factory=frozenset)
-    where: Callable[[Memory], bool] | None = None
-
-    @classmethod
-    def of(cls, *names: str, where: Callable[[Memory], bool] | None = None) -> Platforms:
-        return cls(only=frozenset(names), where=where)
-
-    def __contains__(self, platform: object) -> bool:
-        return (self.only is None or platform in self.only) and platform not in self.exclude
-
-    def admits(self, inbound: Memory) -> bool:
-        """Whether an inbound message is one of these platforms' (and of the part, if any)."""
-        return inbound.content.source in self and (self.where is None or self.where(inbound))
-
-    @property
-    def empty(self) -> bool:
-        return self.only is not None and not (self.only - self.exclude)
-
-
-EVERY = Platforms()
-"""Every platform: what a process that serves them all (``carrier run``, ``carrier chat``)
-settles."""
 
 
 def reply_id(inbound_id: str, index: int) -> str:

@@ -29,7 +29,7 @@ from carrier.llm.deadline import model_deadline
 from carrier.llm.parse import ParsedResponse, format_instructions, parse_response
 from carrier.memory.base import Store
 from carrier.memory.embedder import Embedder
-from carrier.outbox import EVERY, RECOVERY_SECONDS, Outbox, Platforms
+from carrier.outbox import RECOVERY_SECONDS, Outbox
 from carrier.pipeline.actions import ActionManager
 from carrier.pipeline.base import ChunkCallback, HookPoint, Stage, Turn, run_hooks
 from carrier.pipeline.evaluate import EvaluatorStage
@@ -39,6 +39,7 @@ from carrier.pipeline.state import StateComposer
 from carrier.plugins import Plugin, Registry
 from carrier.prompts import render_system, template_for
 from carrier.reply_vectors import embed_replies
+from carrier.serving import EVERY, Platforms
 from carrier.types import (
     AgentRecord,
     Author,

@@ -46,7 +46,7 @@ from carrier.clients import (
     part_slot,
 )
 from carrier.fleet.presence import process_id
-from carrier.outbox import Platforms
+from carrier.serving import Platforms
 from carrier.types import Memory
 
 if TYPE_CHECKING:

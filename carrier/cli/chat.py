@@ -83,7 +83,7 @@ async def _chat(
         open_store,
     )
     from carrier.cli._progress import working
-    from carrier.outbox import Platforms
+    from carrier.serving import Platforms
     from carrier.types import Author, Channel, Message, RoomKind
 
     interactive = sys.stdin.isatty()

@@ -9,7 +9,8 @@ from datetime import timedelta
 from pathlib import Path
 
 from carrier.memory.sqlite import SQLiteStore
-from carrier.outbox import INTERRUPTED, Outbox, Platforms
+from carrier.outbox import INTERRUPTED, Outbox
+from carrier.serving import Platforms
 from carrier.types import Content, Memory, MemoryStatus, utcnow
 
 AGENT = "agent-1"

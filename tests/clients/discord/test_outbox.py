@@ -11,8 +11,9 @@ from typing import Any
 
 from carrier.character import Character
 from carrier.memory.fake import HashEmbedder
-from carrier.outbox import Platforms, reply_id
+from carrier.outbox import reply_id
 from carrier.runtime import AgentRuntime
+from carrier.serving import Platforms
 from carrier.types import Author, Channel, MemoryStatus, Message, RoomKind
 from clients.discord import create_client
 from clients.discord.client import DiscordClient
