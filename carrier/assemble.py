@@ -202,10 +202,13 @@ def given_model(model: ModelProvider) -> ModelChoice:
     return ModelChoice(provider=redacting(model), model=name, offline=model.offline)
 
 
-def default_embedder() -> Embedder:
+def default_embedder(settings: Settings | None = None) -> Embedder:
+    """The packaged sentence-transformers model, with ``CARRIER_EMBED_THREADS`` from the
+    settings (``.env`` included) when given."""
     from carrier.memory.sentence import SentenceTransformerEmbedder
 
-    return SentenceTransformerEmbedder()
+    threads = settings.embed_threads if settings is not None else None
+    return SentenceTransformerEmbedder(threads=threads)
 
 
 async def load_embedder(embedder: Embedder) -> None:

@@ -118,7 +118,7 @@ async def run_main(
     token = admin_token(settings) if serve_api else None  # minted before anything is served
     store = await open_store(settings)
     fleet = await _open_fleet(settings, store)
-    embedder = default_embedder()
+    embedder = default_embedder(settings)
     manager = AgentManager(
         store=store,
         embedder=embedder,

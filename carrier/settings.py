@@ -106,6 +106,9 @@ class Settings(BaseSettings):
     """Seconds a new message may be expected to queue before an agent counts as overloaded:
     the API then answers 429 with ``Retry-After`` (storing nothing); Discord shows the typing
     indicator and pauses the turn briefly."""
+    embed_threads: int | None = Field(default=None, ge=0, le=1024)
+    """torch's intra-op threads for the embedding model (0: torch's default, one per core;
+    unset: :data:`carrier.memory.sentence.DEFAULT_THREADS`, measured for serving)."""
     background_workers: int = Field(default=2, ge=1, le=64)
     """Per agent: fact extractions and summaries running at once, after their turns."""
     background_backlog: int = Field(default=64, ge=1, le=100_000)

@@ -90,7 +90,7 @@ async def _chat(
     tally = _Tally()
     store = await open_store(settings)
     try:
-        embedder = default_embedder()
+        embedder = default_embedder(settings)
         runtime, choice = build_runtime(
             character, settings=settings, store=store, embedder=embedder, environ=os.environ
         )

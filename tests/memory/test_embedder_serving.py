@@ -83,3 +83,23 @@ async def test_the_real_model_serves_on_the_threads_it_was_given(
     await real_embedder.load()
     assert real_embedder.threads == DEFAULT_THREADS
     assert torch.get_num_threads() == DEFAULT_THREADS
+
+
+def test_the_hosts_embedder_takes_its_threads_from_the_settings_dotenv_included(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pydantic import ValidationError
+
+    from carrier.assemble import default_embedder
+    from carrier.settings import explain_settings, load_settings
+
+    monkeypatch.delenv("CARRIER_EMBED_THREADS", raising=False)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".env").write_text("CARRIER_EMBED_THREADS=3\n")
+    settings = load_settings()
+    assert settings.embed_threads == 3
+    assert default_embedder(settings).threads == 3  # type: ignore[attr-defined]
+    assert default_embedder(load_settings({})).threads == DEFAULT_THREADS  # type: ignore[attr-defined]
+    with pytest.raises(ValidationError) as refused:
+        load_settings({"CARRIER_EMBED_THREADS": "-1"})
+    assert "CARRIER_EMBED_THREADS" in str(explain_settings(refused.value))
