@@ -86,7 +86,7 @@ async def test_type_and_size_are_refused_with_the_fix(
 ) -> None:
     agent_id = await create_running(client)
     wrong = await _upload(client, agent_id, "slides.pptx", b"PK...")
-    assert wrong.status_code == 415
+    assert wrong.status_code == 422
     body = wrong.json()
     assert body["problems"][0]["path"] == "file"
     assert ".txt" in body["message"] and "slides.pptx" in body["message"]

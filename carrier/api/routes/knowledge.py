@@ -17,7 +17,7 @@ import asyncio
 import os
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel
@@ -50,6 +50,21 @@ Reader = Annotated[Principal, Depends(agent_access)]
 MAX_DOCUMENT_BYTES = 5_000_000
 """The largest document an upload may carry: a long PDF; more is better split, or added on the
 host with ``carrier knowledge add``."""
+
+_UPLOAD_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "properties": {"file": {"type": "string", "format": "binary"}},
+                    "required": ["file"],
+                }
+            }
+        },
+    }
+}
 
 SyncState = Literal["synced", "stale", "empty", "missing"]
 
@@ -165,6 +180,7 @@ def _refused(path: str, message: str, status: int = 422) -> ApiError:
     response_model=KnowledgeReportOut,
     summary="Upload a knowledge document (multipart `file`)",
     responses=error_responses(400, 404, 413, 415, 422),
+    openapi_extra=_UPLOAD_BODY,
 )
 async def upload_knowledge(
     agent_id: str, request: Request, state: State, _: Admin
@@ -183,7 +199,6 @@ async def upload_knowledge(
             "file",
             f"{name!r} is not a document Carrier reads: upload a "
             f"{', '.join(SUPPORTED_SUFFIXES)} file (convert other formats to one of them)",
-            415,
         )
     data = await upload.read(MAX_DOCUMENT_BYTES + 1)
     if len(data) > MAX_DOCUMENT_BYTES:

@@ -44,7 +44,7 @@ class ToolTestOut(BaseModel):
     "/{name:tool_name}/test",
     response_model=ToolTestOut,
     summary="Call a tool once to check it",
-    responses=error_responses(404, 413, 422),
+    responses=error_responses(400, 404, 413, 422),
 )
 async def test_tool(
     name: str,
