@@ -101,8 +101,9 @@ class _Follower:
         self.queue: asyncio.Queue[LogLine] = asyncio.Queue(maxsize=limit)
 
     def offer(self, line: LogLine) -> None:
-        """Called on the follower's loop: a follower that does not keep up loses lines rather
-        than holding memory without bound (its next line says how many went)."""
+        """Called on the follower's loop: a follower that does not keep up loses the newest
+        lines rather than holding memory without bound (they stay in the ring, where
+        ``recent(after=seq)`` finds them)."""
         with contextlib.suppress(asyncio.QueueFull):
             self.queue.put_nowait(line)
 
