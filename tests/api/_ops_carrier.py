@@ -31,7 +31,7 @@ def choose_model(character: object, settings: object, **_: object) -> assemble.M
 
 
 if __name__ == "__main__":
-    assemble.default_embedder = HashEmbedder
+    assemble.default_embedder = lambda settings=None: HashEmbedder()
     assemble.choose_model = choose_model
     from carrier.cli import main
 

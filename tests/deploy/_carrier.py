@@ -56,7 +56,7 @@ def point_discord_at(base_url: str) -> None:
 
 
 if __name__ == "__main__":
-    assemble.default_embedder = HashEmbedder
+    assemble.default_embedder = lambda settings=None: HashEmbedder()
     assemble.choose_model = choose_model
     if os.environ.get("CARRIER_TEST_DISCORD_URL"):
         point_discord_at(os.environ["CARRIER_TEST_DISCORD_URL"])

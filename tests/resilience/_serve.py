@@ -40,7 +40,7 @@ def choose_model(character: Any, settings: Any, **_: Any) -> assemble.ModelChoic
 
 
 if __name__ == "__main__":
-    assemble.default_embedder = HashEmbedder
+    assemble.default_embedder = lambda settings=None: HashEmbedder()
     assemble.choose_model = choose_model
     from carrier.cli import main
 
