@@ -8,6 +8,7 @@ import { ApiError, call, token } from "./api.js";
 import { stateBadge, visibleAgents, when } from "./jobs.js";
 
 const POST = "instagram.post";
+const INBOUND = "instagram.inbound";
 const PUBLISH = "instagram.publish";
 const DAY_MS = 24 * 3600 * 1000;
 const MIN_ASPECT = 4 / 5; // clients/instagram/media/images.py: what Instagram takes
@@ -168,6 +169,55 @@ export function mount(root, ctx) {
     return card;
   }
 
+  // A reply to a comment or a DM held for a human (clientConfig.instagram.conversations
+  // .approval): what it answers, the reply (editable), approve / reject.
+  function replyCard(agent, job) {
+    const answers = job.payload.answers || {};
+    const card = el("article", { className: "ig-draft ig-reply", id: `reply-${job.id}` });
+    const fieldId = `reply-text-${job.id}`;
+    const reply = el("textarea", { id: fieldId, rows: 3, value: job.payload.reply || "" });
+    const approve = el("button", { type: "button", className: "primary", textContent: "Approve" });
+    const reject = el("button", { type: "button", className: "danger", textContent: "Reject" });
+    const status = el("p", { className: "notice", role: "status" });
+    const decide = async (verb) => {
+      approve.disabled = reject.disabled = true;
+      const edited = verb === "approve" && reply.value.trim() !== (job.payload.reply || "").trim();
+      const body = edited ? { payload: { ...job.payload, reply: reply.value.trim() } } : {};
+      if (verb === "reject") body.reason = "rejected in the console";
+      try {
+        await call("POST", `/jobs/${encodeURIComponent(job.id)}/${verb}`, { body });
+        say(
+          verb === "approve"
+            ? `Approved ${agent.name}'s reply${edited ? " with your edit" : ""}: it is being sent.`
+            : `Rejected ${agent.name}'s reply: it will not be sent.`,
+          "ok",
+        );
+        await refresh();
+      } catch (error) {
+        status.className = "notice error";
+        status.textContent = `Could not ${verb}: ${ctx.describe(error)}`;
+        approve.disabled = reject.disabled = false;
+      }
+    };
+    approve.addEventListener("click", () => decide("approve"));
+    reject.addEventListener("click", () => decide("reject"));
+    const meta = [`${answers.kind || "message"} from ${answers.from || "someone"}`];
+    if (job.approval_expires_at) meta.push(`expires ${when(job.approval_expires_at)}`);
+    card.append(
+      el(
+        "div",
+        { className: "ig-draft-body" },
+        el("p", { className: "meta", textContent: meta.join(" · ") }),
+        el("blockquote", { className: "ig-answers", textContent: answers.text || "" }),
+        el("label", { htmlFor: fieldId, textContent: "Reply" }),
+        reply,
+        status,
+        el("div", { className: "actions" }, approve, reject),
+      ),
+    );
+    return card;
+  }
+
   function historyRow(job) {
     const draft = job.payload.draft || {};
     const result = job.result || {};
@@ -194,10 +244,11 @@ export function mount(root, ctx) {
 
   async function agentPanel(agent) {
     const id = encodeURIComponent(agent.id);
-    const [schedules, drafts, published] = await Promise.all([
+    const [schedules, drafts, published, replies] = await Promise.all([
       call("GET", `/jobs/schedules?agent_id=${id}&kind=${POST}`),
       call("GET", `/jobs?agent_id=${id}&kind=${POST}&state=awaiting_approval`),
       call("GET", `/jobs?agent_id=${id}&kind=${PUBLISH}&limit=${HISTORY}`),
+      call("GET", `/jobs?agent_id=${id}&kind=${INBOUND}&state=awaiting_approval`),
     ]);
     const config = instagramConfig(agent);
     const limit = config.dailyLimit || config.dailyPublishLimit || config.daily_limit || 50;
@@ -239,6 +290,10 @@ export function mount(root, ctx) {
       drafts.length
         ? el("div", { className: "ig-drafts" }, ...drafts.map((job) => draftCard(agent, job, config)))
         : el("p", { className: "empty", textContent: "No draft waits for approval." }),
+      el("h4", { textContent: `Replies awaiting approval (${replies.length})` }),
+      replies.length
+        ? el("div", { className: "ig-drafts" }, ...replies.map((job) => replyCard(agent, job)))
+        : el("p", { className: "empty", textContent: "No reply waits for approval." }),
       el("h4", { textContent: "Published" }),
       published.length
         ? el("div", { className: "table-scroll" }, table)

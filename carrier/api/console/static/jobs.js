@@ -216,14 +216,19 @@ export function mount(root, ctx) {
     detail.hidden = false;
   }
 
+  // Each read is numbered: an answer to an older read (other filters, before an action) that
+  // arrives after a newer one is dropped, so the list always shows the latest filters.
+  let reads = 0;
   async function refresh() {
+    const read = ++reads;
     let jobs;
     try {
       jobs = await call("GET", query());
     } catch (error) {
-      summary.textContent = `Jobs could not be read: ${ctx.describe(error)}`;
+      if (read === reads) summary.textContent = `Jobs could not be read: ${ctx.describe(error)}`;
       return;
     }
+    if (read !== reads) return;
     const known = new Set([...kinds.options].map((o) => o.value));
     for (const job of jobs) {
       if (!known.has(job.kind)) {
