@@ -143,3 +143,18 @@ export async function health() {
   if (response.ok || response.status === 503) return response.json();
   throw await failure(response);
 }
+
+/**
+ * The agents this token may read, for a view's agent picker: all for the admin token (ctx.agents,
+ * GET /agents); for an agent's token, which GET /agents refuses (403), its own, as the metrics
+ * summary (narrowed to it) names it.
+ */
+export async function visibleAgents(ctx) {
+  try {
+    return await ctx.agents();
+  } catch (error) {
+    if (!(error instanceof ApiError) || error.status !== 403) throw error;
+  }
+  const summary = await call("GET", "/metrics/summary");
+  return Promise.all(summary.agents.map((a) => call("GET", `/agents/${encodeURIComponent(a.agent_id)}`)));
+}

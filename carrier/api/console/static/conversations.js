@@ -8,23 +8,12 @@
 // admin's). Everything is set as text, never parsed as HTML. An agent's token (GET /agents
 // refused) works on its own agent, found through GET /metrics/summary.
 
-import { ApiError, call, token } from "./api.js";
+import { ApiError, call, token, visibleAgents } from "./api.js";
 import { messageNode, plural, when } from "./turn_trace.js";
 
 const KINDS = ["message", "fact", "summary", "knowledge", "post", "reflection"];
 
 const enc = encodeURIComponent;
-
-/** The agents this token may read: all for the admin; an agent's token, its own. */
-async function visibleAgents(ctx) {
-  try {
-    return await ctx.agents();
-  } catch (error) {
-    if (!(error instanceof ApiError) || error.status !== 403) throw error;
-  }
-  const summary = await call("GET", "/metrics/summary");
-  return Promise.all(summary.agents.map((a) => call("GET", `/agents/${enc(a.agent_id)}`)));
-}
 
 /** A download with the tab's token: the file is fetched, then handed to the browser. */
 async function download(path) {

@@ -3,7 +3,7 @@
 // GET/POST/DELETE /agents/{id}/knowledge and POST .../knowledge/sync. An agent's token may list;
 // changing needs the admin token (the server says so, and the notice shows it).
 
-import { ApiError, call, token } from "./api.js";
+import { ApiError, call, token, visibleAgents } from "./api.js";
 
 const STATES = {
   synced: ["on", "synced"],
@@ -25,18 +25,6 @@ async function upload(path, form) {
   }
   if (!response.ok) throw new ApiError(response.status, body);
   return body;
-}
-
-/** The agents this token may read: all for the admin; for an agent's token (403 on GET /agents),
- * its own, as the metrics summary (narrowed to it) names it. */
-async function visibleAgents(ctx) {
-  try {
-    return await ctx.agents();
-  } catch (error) {
-    if (!(error instanceof ApiError) || error.status !== 403) throw error;
-  }
-  const summary = await call("GET", "/metrics/summary");
-  return Promise.all(summary.agents.map((a) => call("GET", `/agents/${encodeURIComponent(a.agent_id)}`)));
 }
 
 export function mount(root, ctx) {

@@ -2,23 +2,11 @@
 // server-sent events; every line was redacted on the server) with a level filter, and the
 // audit log (GET /audit, admin only) with its filters and older pages.
 
-import { ApiError, call, token } from "./api.js";
+import { ApiError, call, token, visibleAgents } from "./api.js";
 import { readEvents } from "./sse.js";
 
 const LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR"];
 const KEEP_LINES = 500; // lines shown; older ones leave the top
-
-/** The agents this token may read: all for the admin; for an agent's token (403 on GET /agents),
- * its own, as the metrics summary (narrowed to it) names it. */
-async function visibleAgents(ctx) {
-  try {
-    return await ctx.agents();
-  } catch (error) {
-    if (!(error instanceof ApiError) || error.status !== 403) throw error;
-  }
-  const summary = await call("GET", "/metrics/summary");
-  return Promise.all(summary.agents.map((a) => call("GET", `/agents/${encodeURIComponent(a.agent_id)}`)));
-}
 
 export function mount(root, ctx) {
   // ctx.el, and data-* attributes from a ``dataset`` prop (a getter-only property on elements)
