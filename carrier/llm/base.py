@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 
 from carrier.types import Usage
 
-__all__ = ["ChatMessage", "ModelProvider", "ModelRequest", "ModelResult"]
+__all__ = ["ChatMessage", "ModelProvider", "ModelRequest", "ModelResult", "WrappedProvider"]
 
 Purpose = Literal["response", "should_respond", "facts", "summary", "caption", "other"]
 
@@ -94,3 +94,41 @@ class ModelProvider(ABC):
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Release resources (HTTP sessions). Safe to call twice."""
+
+
+class WrappedProvider(ModelProvider):
+    """A provider in front of another, ``inner`` (the redactor, the budgets): its name, whether
+    it is offline, its deadline, its set-up, vision and closing are the inner one's, and so is
+    any attribute it does not define itself (``model``, ``requests`` of a fake, ``api_base``...).
+    A subclass sets ``self.inner`` and answers :meth:`generate` and :meth:`stream`."""
+
+    inner: ModelProvider
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "inner":  # not set yet (copying, unpickling): no recursion
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.inner!r})"
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        return self.inner.name
+
+    @property
+    def offline(self) -> bool:  # type: ignore[override]
+        return self.inner.offline
+
+    @property
+    def deadline(self) -> float | None:  # type: ignore[override]
+        return self.inner.deadline
+
+    async def prepare(self) -> None:
+        await self.inner.prepare()
+
+    async def supports_vision(self) -> bool:
+        return await self.inner.supports_vision()
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()

@@ -36,7 +36,7 @@ from pydantic import ValidationError
 
 from carrier.character.parts import BudgetPolicy
 from carrier.errors import ConfigError
-from carrier.llm.base import ModelProvider, ModelRequest, ModelResult
+from carrier.llm.base import ModelProvider, ModelRequest, ModelResult, WrappedProvider
 from carrier.llm.failures import StreamInterrupted
 
 __all__ = [
@@ -256,7 +256,7 @@ class Budgets:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
 
-class BudgetedProvider(ModelProvider):
+class BudgetedProvider(WrappedProvider):
     """``inner``, with the agent's budgets checked before each call (see the module).
 
     ``budget`` gives the agent's current budget (its character may be edited while it runs);
@@ -284,26 +284,6 @@ class BudgetedProvider(ModelProvider):
         self._current = current
         self.last_result: ModelResult | None = None
         self.last_exceeded: Exceeded | None = None
-
-    def __getattr__(self, name: str) -> Any:
-        if name == "inner":
-            raise AttributeError(name)
-        return getattr(self.inner, name)
-
-    def __repr__(self) -> str:
-        return f"BudgetedProvider({self.inner!r})"
-
-    @property
-    def name(self) -> str:  # type: ignore[override]
-        return self.inner.name
-
-    @property
-    def offline(self) -> bool:  # type: ignore[override]
-        return self.inner.offline
-
-    @property
-    def deadline(self) -> float | None:  # type: ignore[override]
-        return self.inner.deadline
 
     def _route(self, request: ModelRequest) -> tuple[ModelProvider, ModelRequest]:
         budgets = self._services.get("budgets")
@@ -341,12 +321,6 @@ class BudgetedProvider(ModelProvider):
                 exc.resume = lambda: self._relay(provider, resume)
             raise
         self.last_result = provider.last_result
-
-    async def prepare(self) -> None:
-        await self.inner.prepare()
-
-    async def supports_vision(self) -> bool:
-        return await self.inner.supports_vision()
 
     async def aclose(self) -> None:
         if self._current is None or self._current() is not self.inner:

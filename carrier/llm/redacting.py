@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import AsyncIterator, Callable
-from typing import Any
 
-from carrier.llm.base import ModelProvider, ModelRequest, ModelResult
+from carrier.llm.base import ModelProvider, ModelRequest, ModelResult, WrappedProvider
 from carrier.llm.failures import StreamInterrupted
 from carrier.safety.redact import Redactor, current_redactor
 
@@ -23,7 +22,7 @@ __all__ = ["RedactingProvider", "redacting"]
 WHERE = "model"
 
 
-class RedactingProvider(ModelProvider):
+class RedactingProvider(WrappedProvider):
     """``inner`` with its output redacted. Attributes it does not define (``model``,
     ``requests`` of a fake, ``api_base``...) are the inner provider's.
 
@@ -34,26 +33,6 @@ class RedactingProvider(ModelProvider):
         self.inner = inner
         self._redactor = redactor
         self.last_result: ModelResult | None = None
-
-    def __getattr__(self, name: str) -> Any:
-        if name == "inner":  # not set yet (copying, unpickling): no recursion
-            raise AttributeError(name)
-        return getattr(self.inner, name)
-
-    def __repr__(self) -> str:
-        return f"RedactingProvider({self.inner!r})"
-
-    @property
-    def name(self) -> str:  # type: ignore[override]
-        return self.inner.name
-
-    @property
-    def offline(self) -> bool:  # type: ignore[override]
-        return self.inner.offline
-
-    @property
-    def deadline(self) -> float | None:  # type: ignore[override]
-        return self.inner.deadline
 
     @property
     def redactor(self) -> Redactor:
@@ -90,15 +69,6 @@ class RedactingProvider(ModelProvider):
         self.last_result = (
             None if result is None else self._clean(result, where=None, calls_where=WHERE)
         )
-
-    async def prepare(self) -> None:
-        await self.inner.prepare()
-
-    async def supports_vision(self) -> bool:
-        return await self.inner.supports_vision()
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
 
     def _clean(
         self, result: ModelResult, *, where: str | None, calls_where: str | None = None
