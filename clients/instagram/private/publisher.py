@@ -116,23 +116,33 @@ class InstagrapiPublisher(Publisher):
                     await asyncio.to_thread(client.relogin)
                     await self.vault.save(client.get_settings())
                     return await asyncio.to_thread(fn, client)
-            except _OPERATOR as exc:
-                self._client = None
-                raise describe_login_failure(
-                    exc, self.username, totp=bool(self._totp_seed)
-                ) from None
-            except ig.ClientError as exc:
-                reason = throttle_reason(exc)
-                if reason is None:
-                    raise InstagramError(f"Instagram refused the request: {exc.message}") from None
-                wait = (
-                    timedelta(hours=self.settings.feedback_cooldown_hours)
-                    if isinstance(exc, ig.FeedbackRequired)
-                    else timedelta(minutes=self.settings.cooldown_minutes)
-                )
-                raise await self.cooldown.start(self.clock() + wait, reason) from None
-            except requests.RequestException as exc:
-                raise InstagramError(f"could not reach Instagram: {type(exc).__name__}") from None
+            except Exception as exc:
+                failure = await self._failure(exc)
+                if failure is None:
+                    raise
+                raise failure from None
+
+    async def _failure(self, exc: Exception) -> Exception | None:
+        """What a call that raised ``exc`` raises instead (None: ``exc`` itself): a challenge
+        or a password problem is :class:`OperatorActionRequired` (and the next call logs in
+        afresh, once the operator has acted); throttling starts the cooldown
+        (:class:`CoolingDown`); another refusal, or no answer, is :class:`InstagramError`."""
+        if isinstance(exc, _OPERATOR):
+            self._client = None
+            return describe_login_failure(exc, self.username, totp=bool(self._totp_seed))
+        if isinstance(exc, ig.ClientError):
+            reason = throttle_reason(exc)
+            if reason is None:
+                return InstagramError(f"Instagram refused the request: {exc.message}")
+            wait = (
+                timedelta(hours=self.settings.feedback_cooldown_hours)
+                if isinstance(exc, ig.FeedbackRequired)
+                else timedelta(minutes=self.settings.cooldown_minutes)
+            )
+            return await self.cooldown.start(self.clock() + wait, reason)
+        if isinstance(exc, requests.RequestException):
+            return InstagramError(f"could not reach Instagram: {type(exc).__name__}")
+        return None
 
     async def publish(
         self, post: PreparedPost, state: PublishState, save: SaveState
@@ -141,23 +151,11 @@ class InstagrapiPublisher(Publisher):
         async with self._lock:
             try:
                 await self._publish(post, state, save)
-            except _OPERATOR as exc:
-                self._client = None  # log in afresh once the operator has acted
-                raise describe_login_failure(
-                    exc, self.username, totp=bool(self._totp_seed)
-                ) from None
-            except ig.ClientError as exc:
-                reason = throttle_reason(exc)
-                if reason is None:
-                    raise InstagramError(f"Instagram refused the request: {exc.message}") from None
-                wait = (
-                    timedelta(hours=self.settings.feedback_cooldown_hours)
-                    if isinstance(exc, ig.FeedbackRequired)
-                    else timedelta(minutes=self.settings.cooldown_minutes)
-                )
-                raise await self.cooldown.start(self.clock() + wait, reason) from None
-            except requests.RequestException as exc:
-                raise InstagramError(f"could not reach Instagram: {type(exc).__name__}") from None
+            except Exception as exc:
+                failure = await self._failure(exc)
+                if failure is None:
+                    raise
+                raise failure from None
         return PublishResult.from_state(state)
 
     async def login(self) -> instagrapi.Client:
