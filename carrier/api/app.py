@@ -26,6 +26,7 @@ from carrier.api.readiness import Startup
 from carrier.api.routes import (
     agents,
     audit,
+    checks,
     clients,
     health,
     media,
@@ -55,6 +56,7 @@ __all__ = ["ROUTERS", "create_app"]
 
 ROUTERS: list[APIRouter] = [
     agents.router,
+    checks.router,
     revisions.router,
     messages.router,
     media.router,

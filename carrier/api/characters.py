@@ -3,19 +3,30 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from starlette.datastructures import UploadFile
 from starlette.requests import Request
 
+from carrier.agents.client_config import validate_client_config
+from carrier.agents.errors import ClientConfigError
 from carrier.api.bodies import clean_name, form_file, media_type, read_form
 from carrier.api.errors import ApiError
 from carrier.api.schemas import ProblemOut
 from carrier.character import Character, load_character_text, parse_character
+from carrier.character.lint import CharacterWarning, lint_yaml
 from carrier.character.png import PngCardError, card_from_png
+from carrier.clients import ClientFactory
 from carrier.errors import CharacterError, Problem
 
-__all__ = ["CHARACTER_BODY", "character_from_request"]
+__all__ = [
+    "CHARACTER_BODY",
+    "character_from_request",
+    "check_client_configs",
+    "client_config_problems",
+    "source_warnings",
+]
 
 _YAML = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml")
 _CHARACTER_SCHEMA: dict[str, Any] = {
@@ -73,6 +84,18 @@ async def character_from_request(request: Request) -> Character:
     )
 
 
+async def source_warnings(request: Request) -> list[CharacterWarning]:
+    """The warnings only a YAML body's text can show (values cut short by a ``#`` read as a
+    comment); none for other bodies, or text the parser will refuse anyway."""
+    if media_type(request) not in _YAML:
+        return []
+    try:
+        text = (await request.body()).decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return []
+    return await asyncio.to_thread(lint_yaml, text)
+
+
 async def _from_upload(upload: UploadFile) -> Character:
     name = clean_name(upload.filename)
     raw = await upload.read()
@@ -99,3 +122,33 @@ def _text(raw: bytes, source: str | None) -> str:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise CharacterError(source, [Problem("", f"not UTF-8 text (byte {exc.start})")]) from None
+
+
+def client_config_problems(
+    character: Character, factories: Mapping[str, ClientFactory]
+) -> list[Problem]:
+    """Each ``clientConfig.<name>`` of an installed client checked against the client's own
+    settings model (``config_model`` on its factory), as ``POST /clients/{name}/config`` checks
+    it: the problems at their full paths (``clientConfig.discord.maxMessageLength``). Sections
+    of clients not installed here are left alone (``carrier validate`` warns of them)."""
+    problems: list[Problem] = []
+    for name, config in character.client_config.items():
+        factory = factories.get(name)
+        if factory is None:
+            continue
+        try:
+            validate_client_config(name, name, config, factory)
+        except ClientConfigError as exc:
+            base = f"clientConfig.{name}"
+            problems += [
+                Problem(f"{base}.{p.path}" if p.path else base, p.message) for p in exc.problems
+            ]
+    return problems
+
+
+def check_client_configs(character: Character, factories: Mapping[str, ClientFactory]) -> None:
+    """Raise :class:`CharacterError` (422, every problem with its path) when a client section
+    of the character does not fit its client's settings (see :func:`client_config_problems`)."""
+    problems = client_config_problems(character, factories)
+    if problems:
+        raise CharacterError(character.source, problems)

@@ -8,13 +8,16 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
+from carrier.character.lint import WarningKind
 from carrier.types import MemoryKind, MemoryStatus
 
 __all__ = [
     "AgentHealth",
     "AgentOut",
+    "CharacterCheckOut",
     "ClientConfigOut",
     "ClientHealth",
+    "ClientKindOut",
     "ErrorBody",
     "ForgetOut",
     "HealthOut",
@@ -29,6 +32,7 @@ __all__ = [
     "TokenCreated",
     "TokenIn",
     "TokenOut",
+    "WarningOut",
 ]
 
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$"
@@ -180,6 +184,35 @@ class ClientConfigOut(BaseModel):
     """Whether the client's own schema checked it (else any JSON object is accepted)."""
     applied_to: list[str] = Field(default_factory=list)
     """Agents whose running client took the new configuration now."""
+
+
+class ClientKindOut(BaseModel):
+    """A platform client installed here (the ``carrier.clients`` entry points)."""
+
+    name: str
+    """What a character lists under ``clients`` (``discord``) and keys its options by
+    (``clientConfig.discord``)."""
+    config_schema: dict[str, Any] | None = None
+    """The JSON schema its ``clientConfig.<name>`` is checked against (camelCase keys); null
+    when the client declares none (then any JSON object is accepted)."""
+
+
+class WarningOut(BaseModel):
+    path: str
+    """Field path (``clients.0``, ``modelProvider``); ``""`` for the whole character."""
+    message: str
+    """What Carrier will do with it, and how to fix it."""
+    kind: WarningKind
+    """A client name, the ``modelProvider``, a knowledge path, a key Carrier does not act on,
+    or a YAML value cut short by a ``#`` read as a comment."""
+
+
+class CharacterCheckOut(BaseModel):
+    """What ``carrier validate`` says of a character a save would take."""
+
+    warnings: list[WarningOut] = Field(default_factory=list)
+    """What loads but will not act as written, each at its field path; a save is not refused
+    for these."""
 
 
 class TokenIn(BaseModel):

@@ -165,3 +165,119 @@ async def test_start_places_an_agent_on_a_worker_group(client: httpx.AsyncClient
     assert anywhere["placement"] is None
     bad = await client.post(f"/agents/{agent_id}/start", params={"placement": "no spaces"})
     assert bad.status_code == 422
+
+
+async def test_agents_client_config_checked_against_the_clients_settings(
+    client: httpx.AsyncClient, manager: AgentManager
+) -> None:
+    bad = {
+        **CHARACTER,
+        "clients": ["discord"],
+        "clientConfig": {
+            "discord": {"maxMessageLength": 5, "allowedMentions": {"everyone": True}},
+            "telegram": {"anything": ["goes"]},  # not installed here: only warned of
+        },
+    }
+    refused = await client.post("/agents", json=bad)
+    assert refused.status_code == 422, refused.text
+    body = refused.json()
+    assert body["error"] == "invalid_character"
+    problems = {p["path"]: p["message"] for p in body["problems"]}
+    assert set(problems) == {
+        "clientConfig.discord.maxMessageLength",
+        "clientConfig.discord.allowedMentions.everyone",
+    }
+    assert "greater than or equal to 100" in problems["clientConfig.discord.maxMessageLength"]
+    assert await manager.list() == []
+
+    good = {**bad, "clientConfig": {"discord": {"maxMessageLength": 1500}}}
+    created = await client.post("/agents", json=good)
+    assert created.status_code == 201, created.text
+    agent_id = created.json()["id"]
+
+    # An edit is checked the same way, and a refused one stores nothing.
+    edited = {**created.json()["character"], "clientConfig": {"discord": {"shards": 0}}}
+    refused = await client.put(f"/agents/{agent_id}", json=edited)
+    assert refused.status_code == 422
+    assert [p["path"] for p in refused.json()["problems"]] == ["clientConfig.discord.shards"]
+    stored = (await manager.get(agent_id)).character
+    assert stored["clientConfig"] == {"discord": {"maxMessageLength": 1500}}
+
+
+async def test_clients_lists_the_installed_clients_with_their_settings_schema(
+    client: httpx.AsyncClient,
+) -> None:
+    response = await client.get("/clients")
+    assert response.status_code == 200, response.text
+    kinds = {k["name"]: k for k in response.json()}
+    assert {"discord", "instagram"} <= set(kinds)
+    assert "allowedChannels" in kinds["discord"]["config_schema"]["properties"]
+    assert "maxHashtags" in kinds["instagram"]["config_schema"]["properties"]
+
+
+async def test_validate_refuses_as_a_save_would_and_warns_with_paths(
+    client: httpx.AsyncClient, manager: AgentManager
+) -> None:
+    character = {
+        **CHARACTER,
+        "modelProvider": "opnai",
+        "clients": ["discord", "telegram"],
+        "clientConfig": {"discord": {"maxMessageLength": 5}},
+    }
+    refused = await client.post("/characters/validate", json=character)
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["error"] == "invalid_character"
+    assert [p["path"] for p in refused.json()["problems"]] == [
+        "clientConfig.discord.maxMessageLength"
+    ]
+    broken = await client.post("/characters/validate", json={"name": " ", "bio": 5})
+    assert broken.status_code == 422
+    assert {p["path"] for p in broken.json()["problems"]} == {"name", "bio"}
+    literal = {**CHARACTER, "secrets": {"DISCORD_API_TOKEN": "plain-text-credential-value"}}
+    refused = await client.post("/characters/validate", json=literal)
+    assert [p["path"] for p in refused.json()["problems"]] == ["secrets.DISCORD_API_TOKEN"]
+    assert "plain-text-credential-value" not in refused.text
+
+    # What a save would take: its warnings, as carrier validate gives them.
+    character["clientConfig"] = {"discord": {"maxMessageLength": 1500}}
+    response = await client.post("/characters/validate", json=character)
+    assert response.status_code == 200, response.text
+    warnings = {w["path"]: w for w in response.json()["warnings"]}
+    assert set(warnings) == {"modelProvider", "clients.1"}
+    assert warnings["modelProvider"]["kind"] == "unknown-provider"
+    assert "did you mean 'openai'?" in warnings["modelProvider"]["message"]
+    assert warnings["clients.1"]["kind"] == "unknown-client"
+    assert await manager.list() == []  # nothing stored
+
+    # YAML: a value cut short by a comment.
+    text = b"name: Pilot\nbio:\n  - Pilot flies at dawn #1 in the fleet\n"
+    yaml = await client.post(
+        "/characters/validate", content=text, headers={"Content-Type": "application/yaml"}
+    )
+    assert [(w["path"], w["kind"]) for w in yaml.json()["warnings"]] == [("bio.0", "cut")]
+
+
+async def test_validate_as_an_edit_of_an_agent(client: httpx.AsyncClient) -> None:
+    agent_id = (await client.post("/agents", json=CHARACTER)).json()["id"]
+    shown = (await client.get(f"/agents/{agent_id}")).json()["character"]
+    ok = await client.post("/characters/validate", params={"agent_id": agent_id}, json=shown)
+    assert ok.status_code == 200 and ok.json() == {"warnings": []}
+    other = await client.post(
+        "/characters/validate", params={"agent_id": agent_id}, json={**shown, "id": "someone-else"}
+    )
+    assert other.status_code == 422
+    assert [p["path"] for p in other.json()["problems"]] == ["id"]
+    missing = await client.post("/characters/validate", params={"agent_id": "nobody"}, json=shown)
+    assert missing.status_code == 404
+    wrong_type = await client.post(
+        "/characters/validate", content=b"x", headers={"Content-Type": "text/csv"}
+    )
+    assert wrong_type.status_code == 415
+
+    # Both need the admin token: an agent's own is refused, saying so.
+    made = await client.post("/tokens", json={"name": "pilot", "agent_id": agent_id})
+    own = {"Authorization": f"Bearer {made.json()['token']}"}
+    for method, path in (("POST", "/characters/validate"), ("GET", "/clients")):
+        refused = await client.request(method, path, json=shown, headers=own)
+        assert refused.status_code == 403, path
+        assert "needs the admin token" in refused.json()["message"]

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from carrier.agents import AgentStatus
 from carrier.api._secrets import keep_secret_refs
 from carrier.api.auth import Principal, admin_only, agent_access
-from carrier.api.characters import CHARACTER_BODY, character_from_request
+from carrier.api.characters import CHARACTER_BODY, character_from_request, check_client_configs
 from carrier.api.errors import error_responses
 from carrier.api.schemas import ID_PATTERN, AgentOut
 from carrier.api.state import ApiState, agent_out, api_state
@@ -52,8 +52,11 @@ def revision_source(request: Request) -> RevisionSource:
 )
 async def create_agent(request: Request, state: State, _: Admin) -> AgentOut:
     """The body is a character as JSON, YAML or an uploaded file. Every problem comes back at
-    once with its field path (and the file name, for uploads). The agent is created stopped."""
+    once with its field path (and the file name, for uploads); each ``clientConfig.<name>`` of
+    an installed client is checked against that client's settings. The agent is created
+    stopped."""
     character = await character_from_request(request)
+    check_client_configs(character, state.manager.factories)
     record = await state.manager.create(character, source=revision_source(request))
     return agent_out(await state.manager.status(record.id), state)
 
@@ -103,13 +106,15 @@ async def put_agent(
 ) -> AgentOut:
     """Stores the character as the agent's next revision (source ``api``, by the token's name);
     a running agent uses it from its next turn, in every process. Secret references are never
-    shown; leave them out to keep the stored ones (set one to ``""`` to clear it). With
+    shown; leave them out to keep the stored ones (set one to ``""`` to clear it). Client
+    sections are checked as on create. With
     ``?revision=N``, an edit made on a stale read does not undo another: 409 names both
     revisions."""
     character = await character_from_request(request)
     old = await state.manager.get(agent_id)
     data = keep_secret_refs(character_data(character), old.character)
     character = parse_character(data, source=character.source)
+    check_client_configs(character, state.manager.factories)
     await state.manager.update(
         agent_id, character, source=revision_source(request), expected_revision=revision
     )
