@@ -63,8 +63,9 @@ class InstagramClient(Client):
         self.states = PublishStates(runtime.store, str(runtime.character.agent_id))
         self._library: MediaLibrary | None = None
         self.caps = Caps(runtime.store, str(runtime.character.agent_id))
-        self._talk: Conversations | None = None
         """Reply caps of the conversations policy (per hour, per post, per person)."""
+        self._talk: Conversations | None = None
+        self._username: str | None = None
 
     # -- the plan ---------------------------------------------------------------------------
     @property
@@ -228,6 +229,10 @@ class InstagramClient(Client):
         await self.sync_poll()
         await self.queue_waiting_uploads()
         self._voice(register=True)
+        from clients.instagram.inbound.backends import fallbacks
+
+        for sentence in fallbacks(self.config):
+            log.warning("instagram (%s): %s", self.runtime.character.name, sentence)
 
     async def stop(self) -> None:
         self._voice(register=False)
@@ -281,19 +286,39 @@ class InstagramClient(Client):
         ``approved``: the reply text a human approved (with ``conversations.approval``)."""
         from clients.instagram.inbound.conversation import answer_event
 
-        extra = self.config.model_extra or {}
+        api = await self.conversation_api()
         return await answer_event(
             runtime=self.runtime,
-            api=await self.conversation_api(),
+            api=api,
             event=event,
             settings=self.config.conversations,
             caps=self.caps,
-            own_username=str(extra.get("username") or ""),
+            own_username=await self.own_username(),
             again=again,
             fence=fence,
             moderation=self.config.moderation,
             approved=approved,
         )
+
+    async def own_username(self) -> str:
+        """The account's @name, so a comment naming it reads as addressed to the persona:
+        ``clientConfig.instagram.username``, else instagrapi's login, else read once from the
+        Graph API (best effort: empty when it cannot be read)."""
+        from clients.instagram.graph.api import UnclearResponse
+
+        if self._username is not None:
+            return self._username
+        named = str((self.config.model_extra or {}).get("username") or "").lstrip("@")
+        named = named or str(getattr(self.publisher, "username", "") or "")
+        api = getattr(self.publisher, "api", None)
+        if not named and api is not None:
+            try:
+                named = str((await api.account()).get("username") or "")
+            except (InstagramError, UnclearResponse) as exc:  # asked again next time
+                log.info("instagram: the account's username could not be read: %s", exc)
+                return ""
+        self._username = named
+        return named
 
     async def sync_poll(self) -> Schedule | None:
         """Keep the ``instagram.poll`` schedule as ``conversations.poll`` says (stored when

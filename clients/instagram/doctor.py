@@ -9,7 +9,8 @@ compared byte for byte, then deleted) — the path every post takes to Instagram
 the package is there, the login secrets are set, and whether a saved session exists and can be
 decrypted; it never logs in (a login from a new place can trigger Instagram's checks). Last,
 how comments and DMs would reach the persona (webhook secrets set, or the poller on), when
-either is set up.
+either is set up, and a warning for each setting the backend serves otherwise (instagrapi cannot
+hide a comment: such a rule flags it).
 """
 
 from __future__ import annotations
@@ -67,7 +68,19 @@ async def check(target: ClientTarget) -> Sequence[Result]:
     )
     results = await (_instagrapi if config.publisher == "instagrapi" else _graph)(target, config)
     talk = _conversations(target, config)
-    return results if talk is None else [*results, talk]
+    return [*results, *([] if talk is None else [talk]), *_fallbacks(target, config)]
+
+
+def _fallbacks(target: ClientTarget, config: InstagramConfig) -> list[Result]:
+    """A warning per configured setting the backend serves otherwise (a hide that flags)."""
+    from clients.instagram.inbound.backends import fallbacks
+    from clients.instagram.inbound.webhook import APP_SECRET_ENV, VERIFY_TOKEN_ENV
+
+    webhooks = all(target.environ.get(v) for v in (APP_SECRET_ENV, VERIFY_TOKEN_ENV))
+    return [
+        warn("instagram backend", sentence, "change the setting named, or accept the fallback")
+        for sentence in fallbacks(config, webhooks=webhooks)
+    ]
 
 
 def _conversations(target: ClientTarget, config: InstagramConfig) -> Result | None:

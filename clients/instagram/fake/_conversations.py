@@ -5,9 +5,12 @@ Instagram's messaging window.
 People act through the ``person_*`` methods (a comment, a mention, a DM, each with an optional
 time in the past); the account acts through the HTTP endpoints the Graph API documents:
 
-- ``GET /{media-id}/comments``, ``GET /{comment-id}``, ``GET /{comment-id}/replies``
+- ``GET /{media-id}/comments`` (the top-level comments, newest first; with ``replies{...}`` in
+  ``fields``, each with its replies, oldest first), ``GET /{comment-id}``,
+  ``GET /{comment-id}/replies``
 - ``POST /{comment-id}/replies`` (``message``): a public reply
 - ``POST /{comment-id}`` (``hide=true|false``): hide or show a comment
+- ``DELETE /{comment-id}``: delete a comment on the account's media (and its replies)
 - ``GET /{ig-user-id}?fields=mentioned_comment.comment_id(ID){...}`` and
   ``POST /{ig-user-id}/mentions`` (``comment_id``, ``media_id``, ``message``): a reply to a
   comment that @mentions the account on someone else's media
@@ -114,6 +117,8 @@ class Conversations:
         self.comments: dict[str, FakeComment] = {}
         self.messages: list[FakeMessage] = []
         self.usernames: dict[str, str] = {owner_id: owner_username}
+        self.deleted: list[FakeComment] = []
+        """Comments the account deleted."""
         self.private_replies: dict[str, str] = {}
         """comment id → the message id of its private reply."""
         self.reply_calls = 0
@@ -231,12 +236,33 @@ class Conversations:
             if method == "POST" and edge is None and "hide" in params:
                 comment.hidden = params["hide"].lower() == "true"
                 return 200, {"success": True}
+            if method == "DELETE" and edge is None:
+                return self._delete(comment)
             return None
         if method == "GET" and edge == "comments":
             top = [c for c in self.comments.values() if c.media_id == target and not c.parent_id]
             if top or any(c.media_id == target for c in self.comments.values()):
-                return 200, {"data": [c.fields() for c in reversed(top)]}
+                expand = "replies{" in params.get("fields", "")
+                return 200, {"data": [self._listed(c, expand) for c in reversed(top)]}
         return None
+
+    def _listed(self, comment: FakeComment, expand: bool) -> dict[str, Any]:
+        body = comment.fields()
+        if expand and comment.replies:
+            body["replies"] = {"data": [self.comments[i].fields() for i in comment.replies]}
+        return body
+
+    def _delete(self, comment: FakeComment) -> Reply:
+        if comment.mention:
+            return graph_error(400, "(#10) You cannot delete a comment on this media", 10)
+        gone = [comment, *(self.comments[i] for i in comment.replies)]
+        for item in gone:
+            del self.comments[item.id]
+        parent = self.comments.get(comment.parent_id or "")
+        if parent is not None:
+            parent.replies.remove(comment.id)
+        self.deleted.extend(gone)
+        return 200, {"success": True}
 
     def _reply(self, comment: FakeComment, text: str) -> Reply:
         self.reply_calls += 1

@@ -70,6 +70,9 @@ class GraphHandler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         self._api("POST")
 
+    def do_DELETE(self) -> None:
+        self._api("DELETE")
+
     def _static(self, *, head: bool) -> None:
         root = self.fake.static_root
         name = unquote(urlsplit(self.path).path[len("/media/") :])

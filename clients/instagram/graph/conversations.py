@@ -4,8 +4,9 @@ The same :class:`~clients.instagram.graph.GraphAPI` (token in a header, masked i
 used; these calls are what answering people needs, and what a restart reads before it sends a
 reply again (a comment's replies, a conversation's messages):
 
-- ``GET /{comment-id}``, ``GET /{comment-id}/replies``, ``POST /{comment-id}/replies``
-- ``POST /{comment-id}?hide=true|false``
+- ``GET /{media-id}/comments?fields=...,replies{...}`` (the comments and their replies),
+  ``GET /{comment-id}``, ``GET /{comment-id}/replies``, ``POST /{comment-id}/replies``
+- ``POST /{comment-id}?hide=true|false``, ``DELETE /{comment-id}``
 - ``GET /{ig-user-id}?fields=mentioned_comment.comment_id(ID){...}``,
   ``POST /{ig-user-id}/mentions``
 - ``GET /{ig-user-id}/conversations?platform=instagram&user_id=IGSID``,
@@ -50,10 +51,16 @@ class Conversations(Protocol):
     ) -> list[dict[str, Any]]: ...
     async def reply(self, comment_id: str, text: str, *, media_id: str | None = None) -> str: ...
     async def hide(self, comment_id: str, hidden: bool = True) -> None: ...
-    async def mentioned_comment(self, comment_id: str) -> dict[str, Any]: ...
+    async def delete(self, comment_id: str, *, media_id: str | None = None) -> None: ...
+    async def mentions(self) -> list[dict[str, Any]]: ...
+    async def mentioned_comment(
+        self, comment_id: str, *, media_id: str | None = None
+    ) -> dict[str, Any]: ...
     async def reply_to_mention(self, comment_id: str, media_id: str, text: str) -> str: ...
     async def send_message(self, recipient_id: str, text: str) -> str: ...
-    async def private_reply(self, comment_id: str, text: str) -> str: ...
+    async def private_reply(
+        self, comment_id: str, text: str, *, user_id: str | None = None
+    ) -> str: ...
     async def conversations(self) -> list[str]: ...
     async def messages(self, conversation_id: str) -> list[dict[str, Any]]: ...
     async def thread(self, user_id: str) -> list[dict[str, Any]]: ...
@@ -95,14 +102,36 @@ class ConversationAPI:
     async def hide(self, comment_id: str, hidden: bool = True) -> None:
         await self.api._call("POST", comment_id, data={"hide": "true" if hidden else "false"})
 
+    async def delete(self, comment_id: str, *, media_id: str | None = None) -> None:
+        """Delete a comment on the account's media (``DELETE /{comment-id}``): for good."""
+        await self.api._call("DELETE", comment_id)
+
     async def media_comments(self, media_id: str) -> list[dict[str, Any]]:
+        """A media's comments and their replies, flat (each reply with ``parent_id``), in one
+        call: the replies come by field expansion (``replies{...}``)."""
         body = await self.api._call(
-            "GET", f"{media_id}/comments", params={"fields": _COMMENT_FIELDS}
+            "GET",
+            f"{media_id}/comments",
+            params={"fields": f"{_COMMENT_FIELDS},replies{{{_COMMENT_FIELDS}}}"},
         )
-        return list(body.get("data") or [])
+        found: list[dict[str, Any]] = []
+        for comment in body.get("data") or []:
+            replies = (comment.pop("replies", None) or {}).get("data") or []
+            found.append(comment)
+            for reply in replies:
+                reply.setdefault("parent_id", comment.get("id"))
+                reply.setdefault("media", comment.get("media") or {"id": media_id})
+                found.append(reply)
+        return found
 
     # -- mentions ----------------------------------------------------------------------------
-    async def mentioned_comment(self, comment_id: str) -> dict[str, Any]:
+    async def mentions(self) -> list[dict[str, Any]]:
+        """None to list: the Graph API names a mention only in its webhook (``mentions``)."""
+        return []
+
+    async def mentioned_comment(
+        self, comment_id: str, *, media_id: str | None = None
+    ) -> dict[str, Any]:
         """A comment that @mentions the account (on someone else's media), with its replies."""
         fields = (
             f"mentioned_comment.comment_id({comment_id})"
@@ -124,7 +153,7 @@ class ConversationAPI:
         """A DM to a person (by Instagram-scoped id); the message id."""
         return await self._send({"id": recipient_id}, text)
 
-    async def private_reply(self, comment_id: str, text: str) -> str:
+    async def private_reply(self, comment_id: str, text: str, *, user_id: str | None = None) -> str:
         """A DM to a comment's author, about that comment (once per comment)."""
         return await self._send({"comment_id": comment_id}, text)
 

@@ -274,16 +274,21 @@ async def _moderated(
     verdict: Verdict,
     inbound_id: str,
 ) -> dict[str, Any]:
-    """Hide or flag a comment a rule matched; recorded in the audit log and kept, unanswered."""
+    """Hide, delete or flag a comment a rule matched; recorded in the audit log and kept (in
+    the Store), unanswered."""
     services = getattr(runtime, "services", {})
     action, error = verdict.action, None
-    if action == "hide":
+    if action != "flag":
         try:
-            await api.hide(event.id)
+            if action == "hide":
+                await api.hide(event.id)
+            else:
+                await api.delete(event.id, media_id=event.media_id)
         except RetryLater:
-            raise  # a cooldown: the job waits and hides it then
+            raise  # a cooldown: the job waits and acts then
         except (InstagramError, UnclearResponse) as exc:  # refused, or not on this backend
-            action, error = "flag", f"could not hide it: {exc}"
+            error = f"could not {action} it: {exc}"
+            action = "flag"
             log.warning("instagram: comment %s %s; flagged instead", event.id, error)
     await record(
         services,
@@ -293,11 +298,12 @@ async def _moderated(
         rule=verdict.rule,
         error=error,
     )
-    said = "hidden" if action == "hide" else "flagged for review"
-    memory = await runtime.observe(message, reason=f"{said}: {verdict.rule}")
+    said = {"hide": "hidden", "delete": "deleted"}.get(action, "flagged")
+    why = "flagged for review" if said == "flagged" else said
+    memory = await runtime.observe(message, reason=f"{why}: {verdict.rule}")
     memory.content.metadata["moderation"] = {"action": action, "rule": verdict.rule}
     await runtime.store.update_memory(memory)
-    return {"hidden" if action == "hide" else "flagged": verdict.rule, "message_id": inbound_id}
+    return {said: verdict.rule, "message_id": inbound_id}
 
 
 async def _settle_unknown(runtime: Any, replies: list[Memory], sender: ReplySender) -> None:

@@ -4,16 +4,22 @@
 
     moderation:
       action: hide           # hide (POST /{comment-id}?hide=true) | flag (review only)
+                             # | delete (for good; only when the operator chooses it)
       keywords: ["buy followers", "scam"]
       spam: true             # the conversations' spam rules (phrases, maxLinks) count too
       maxLinks: 1            # more links than this: the rule matches (null: off)
       model: {threshold: 0.8}  # the agent's model rates spam/abuse 0..1 (off without it)
 
 A matched comment (on the persona's own media; a mention elsewhere can only be flagged) is
-hidden, or flagged, before anything else happens to it; it is never answered, and never deleted
-(Carrier has no delete). Every hide, unhide and flag is an ``instagram.moderation`` audit event
-(the rule, the comment id, who acted), and a hide is reversed with
-:meth:`InstagramClient.unhide <clients.instagram.client.InstagramClient.unhide>`.
+hidden, deleted or flagged before anything else happens to it; it is never answered. Nothing is
+deleted unless the operator sets ``action: delete``. Every hide, unhide, delete and flag is an
+``instagram.moderation`` audit event (the rule, the comment id, who acted); a hide is reversed
+with :meth:`InstagramClient.unhide <clients.instagram.client.InstagramClient.unhide>`, a delete
+cannot be (the comment's text stays in Carrier's store, on the message).
+
+Instagram's private API (instagrapi) cannot hide: there, ``action: hide`` flags the comment
+instead (the client says so when it starts, and ``carrier doctor`` too); ``action: delete``
+works on both backends.
 """
 
 from __future__ import annotations
@@ -63,8 +69,9 @@ class ModerationSettings(_Section):
     """The ``clientConfig.instagram.moderation`` section."""
 
     enabled: bool = True
-    action: Literal["hide", "flag"] = "flag"
-    """What a match does: hide the comment, or only flag it for review (the default)."""
+    action: Literal["hide", "flag", "delete"] = "flag"
+    """What a match does: hide the comment, only flag it for review (the default), or delete it
+    for good (never unless chosen here)."""
     keywords: list[str] = Field(default_factory=list)
     spam: bool = True
     """The conversations' spam rules (``spamPhrases``, ``maxLinks``) match too."""
@@ -73,9 +80,12 @@ class ModerationSettings(_Section):
     """Ask the agent's model for a score (one short call per comment)."""
 
 
+Action = Literal["hide", "flag", "delete"]
+
+
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    action: Literal["hide", "flag"]
+    action: Action
     rule: str
 
 
@@ -89,9 +99,9 @@ async def moderate(
     """The verdict on a comment or mention, or ``None`` when no rule matches."""
     if not settings.enabled or event.kind is EventKind.MESSAGE or event.own:
         return None
-    action: Literal["hide", "flag"] = settings.action
+    action: Action = settings.action
     if event.kind is EventKind.MENTION:
-        action = "flag"  # someone else's media: the account cannot hide it
+        action = "flag"  # someone else's media: the account can neither hide nor delete it
     lowered = event.text.lower()
     for keyword in settings.keywords:
         if keyword.lower() in lowered:

@@ -1,9 +1,10 @@
 """Whom the persona answers on Instagram: ``clientConfig.instagram.conversations``.
 
 By default it answers comments that ask something, @mentions and DMs; it never answers its own
-comments, the accounts listed in ``ignoreAccounts`` (other brands), or spam (listed phrases, more
-links than ``maxLinks``); and it keeps to caps: replies per hour, replies per post per day, and
-one reply per person per ``personCooldown``. A skipped event is still stored (``ignored``, the
+comments, the accounts listed in ``ignoreAccounts`` (other brands), spam (listed phrases, more
+links than ``maxLinks``), or a reply in a comment's thread that opens by naming someone else
+(``@ana what lens?`` is asked of ana); and it keeps to caps: replies per hour, replies per post
+per day, and one reply per person per ``personCooldown``. A skipped event is still stored (``ignored``, the
 reason in its metadata) so the room's history has no gaps::
 
     clientConfig:
@@ -44,13 +45,22 @@ from carrier.types import utcnow
 from clients.instagram.inbound.events import EventKind, InboundEvent
 from clients.instagram.plan import Approval, Seconds
 
-__all__ = ["Caps", "ConversationSettings", "Decision", "PollSettings", "decide", "spam_reason"]
+__all__ = [
+    "Caps",
+    "ConversationSettings",
+    "Decision",
+    "PollSettings",
+    "addressed_to",
+    "decide",
+    "spam_reason",
+]
 
 _LINK = re.compile(r"(https?://|www\.)\S+|\b[a-z0-9-]+\.(com|net|org|io|shop|ly|link)\b", re.I)
 _QUESTION_WORDS = re.compile(
     r"^\s*(who|what|when|where|why|how|which|can|could|do|does|did|is|are|will|would|should)\b",
     re.I,
 )
+_ADDRESSED = re.compile(r"^\s*@([A-Za-z0-9._]+)")
 DEFAULT_SPAM = (
     "free followers",
     "dm for promo",
@@ -140,11 +150,20 @@ def decide(event: InboundEvent, settings: ConversationSettings, *, own_username:
         return Decision(True, "mentioned")
     if settings.comments == "none":
         return Decision(False, "comments are not answered (conversations.comments: none)")
+    to = addressed_to(event.text) if event.parent_id else None
+    if to and to != own_username.lower():
+        return Decision(False, f"a reply to @{to}, not to the persona")
     if settings.comments == "questions" and not is_question(event.text):
         if own_username and f"@{own_username.lower()}" in event.text.lower():
             return Decision(True, "mentioned in a comment")
         return Decision(False, "not a question (conversations.comments: questions)")
     return Decision(True, "comment")
+
+
+def addressed_to(text: str) -> str | None:
+    """The account a comment opens by naming (``@ana what lens?`` → ``ana``), lowercased."""
+    found = _ADDRESSED.match(text)
+    return found.group(1).lower() if found else None
 
 
 def is_question(text: str) -> bool:

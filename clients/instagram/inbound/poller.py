@@ -2,10 +2,13 @@
 
 With ``conversations.poll.enabled``, the Instagram client keeps an ``instagram.poll`` schedule
 (``instagram:<agent>:poll``, every ``poll.interval``); each run reads the comments of the
-account's newest ``poll.media`` posts and the messages of its conversations, and stores what is
-new as ``instagram.inbound`` jobs, exactly as the webhook receiver does: one job per comment id
-or message id (the same keys), so a comment seen by both the poller and a webhook, or by two
-polls, is answered once.
+account's newest ``poll.media`` posts with their replies (a reply carries its ``parent_id``),
+the comments elsewhere that mention the account where the backend can list them (instagrapi's
+activity feed; the Graph API names mentions only by webhook) and the messages of its
+conversations, and stores what is new as ``instagram.inbound`` jobs, exactly as the webhook
+receiver does: one job per comment id or message id (the same keys), so a comment seen by both
+the poller and a webhook, or by two polls, is answered once. Whether a reply between other
+people is answered is the policy's to say (:func:`~.policy.decide`).
 
 What is new is decided by a cursor kept in the Store (``instagram:<agent>:poll-cursor``): the
 newest time seen, per source. The first run only sets it (what was written before polling began
@@ -60,6 +63,10 @@ async def poll_once(
             event = _comment(api.ig_user_id, post_id, comment)
             if event is not None:
                 found.append(event)
+    for comment in await api.mentions():
+        event = _comment(api.ig_user_id, None, comment, kind=EventKind.MENTION)
+        if event is not None:
+            found.append(event)
     for conversation in await api.conversations():
         for message in await api.messages(conversation):
             event = _message(api.ig_user_id, message)
@@ -107,6 +114,7 @@ async def poll_once(
 
 
 def _source(event: InboundEvent) -> str:
+    """The cursor an event moves: mentions are comments too."""
     return "messages" if event.kind is EventKind.MESSAGE else "comments"
 
 
@@ -114,19 +122,25 @@ def _since(value: str | None) -> datetime | None:
     return datetime.fromisoformat(value) if value else None
 
 
-def _comment(account: str, media_id: str, comment: dict[str, Any]) -> InboundEvent | None:
+def _comment(
+    account: str,
+    media_id: str | None,
+    comment: dict[str, Any],
+    *,
+    kind: EventKind = EventKind.COMMENT,
+) -> InboundEvent | None:
     sender = comment.get("from") or {}
     user_id = str(sender.get("id") or "") or None
     if not comment.get("id"):
         return None
     return InboundEvent(
-        kind=EventKind.COMMENT,
+        kind=kind,
         account_id=account,
         id=str(comment["id"]),
         text=str(comment.get("text") or ""),
         user_id=user_id,
         username=sender.get("username") or comment.get("username"),
-        media_id=media_id,
+        media_id=media_id or str((comment.get("media") or {}).get("id") or "") or None,
         parent_id=str(comment.get("parent_id") or "") or None,
         at=parse_timestamp(str(comment.get("timestamp") or "")),
         own=user_id == account,

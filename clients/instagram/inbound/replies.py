@@ -101,7 +101,9 @@ class ReplySender:
                     await self.api.reply_to_mention(event.id, event.media_id or "", text)
                 )
             elif self.private:
-                self.sent.append(await self.api.private_reply(event.id, text))
+                self.sent.append(
+                    await self.api.private_reply(event.id, text, user_id=event.user_id)
+                )
             else:
                 target = event.parent_id or event.id
                 self.sent.append(await self.api.reply(target, text, media_id=event.media_id))
@@ -142,7 +144,8 @@ class ReplySender:
                 for m in items
             )
         if event.kind is EventKind.MENTION:
-            replies = (await self.api.mentioned_comment(event.id)).get("replies") or {}
+            mentioned = await self.api.mentioned_comment(event.id, media_id=event.media_id)
+            replies = mentioned.get("replies") or {}
             items = list(replies.get("data") or [])
         else:
             items = await self.api.replies(event.parent_id or event.id, media_id=event.media_id)

@@ -246,6 +246,18 @@ async def test_doctor_instagrapi_without_credentials_or_store() -> None:
     assert no_store["instagram session"].status == "skip"
 
 
+async def test_doctor_warns_of_what_instagrapi_does_instead(store: SQLiteStore) -> None:
+    env = {"LUMEN_IG_USER": "lumen.film", "LUMEN_IG_PASSWORD": "hunter2-but-longer"}
+    config = {"publisher": "instagrapi", "moderation": {"action": "hide"}}
+
+    hide = by_name(await check(target(config, env, store=store)))["instagram backend"]
+    delete = await check(target({**config, "moderation": {"action": "delete"}}, env, store=store))
+
+    assert hide.status == "warn" and "cannot hide comments" in hide.detail
+    assert "flagged for review instead" in hide.detail
+    assert "instagram backend" not in by_name(delete)
+
+
 async def test_doctor_says_how_comments_and_dms_arrive(
     ftp_server: tuple[str, int], fake_graph: FakeGraphAPI
 ) -> None:

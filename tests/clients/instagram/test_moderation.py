@@ -74,3 +74,25 @@ async def test_flag_mode_and_the_model_rule(make_world: Callable[..., Any]) -> N
     }
     reasons = {m.content.text: m.content.metadata.get("observed") for m in await w.memories()}
     assert reasons["giveaway at my page?"] == "flagged for review: keyword 'giveaway'"
+
+
+async def test_delete_only_when_the_operator_chose_it_and_audited(
+    make_world: Callable[..., Any],
+) -> None:
+    w: World = await make_world(moderation={"action": "delete", "keywords": ["scam"]})
+    talk = w.graph.conversations
+    media = w.graph.add_media()
+    scam = talk.person_comments(media, "scam link in bio", user_id="u4", username="bot4")
+    mention = talk.person_mentions("@fake_account scam here", user_id="u5", username="bot5")
+    hooks = w.graph.webhooks
+    await hooks.deliver(hooks.batch([hooks.comment(scam), hooks.mention(mention)]), http=w.http)
+
+    await w.service.worker.drain()
+
+    assert scam.id not in talk.comments and [c.id for c in talk.deleted] == [scam.id]
+    assert mention.id in talk.comments  # someone else's media: only flagged
+    actions = {e.target: e.action for e in await _moderation_events(w)}
+    assert actions == {scam.id: "delete", mention.id: "flag"}
+    [kept] = [m for m in await w.memories() if m.content.text == "scam link in bio"]
+    assert kept.status is MemoryStatus.IGNORED  # the deleted comment's text stays on record
+    assert kept.content.metadata["observed"] == "deleted: keyword 'scam'"

@@ -68,3 +68,38 @@ async def test_polling_off_removes_the_schedule(make_world: Callable[..., Any]) 
     )  # type: ignore[union-attr]
 
     assert await w.jobs.get_schedule(poll_schedule_name(w.agent_id)) is None
+
+
+async def test_the_poller_reads_replies_and_answers_those_meant_for_the_persona(
+    make_world: Callable[..., Any],
+) -> None:
+    """Replies under the persona's media are found by the poller (the Graph API's ``replies``
+    field expansion): a question asked in a thread and a reply naming the persona are
+    answered (under the thread's first comment, naming whom they answer); a reply addressed to
+    someone else, and the persona's own replies, are not."""
+    w: World = await make_world({"poll": {"enabled": True}}, username="lumen.on.film")
+    talk = w.graph.conversations
+    media = w.graph.add_media()
+    await _poll(w)  # the cursor
+
+    top = talk.person_comments(media, "lovely light", user_id="u1", username="ana")
+
+    def reply(text: str, user: str, name: str) -> str:
+        return talk.person_comments(media, text, user_id=user, username=name, parent_id=top.id).id
+
+    question = reply("what film is this?", "u2", "bo")
+    to_ana = reply("@ana agreed, and what lens?", "u3", "cy")
+    to_persona = reply("@lumen.on.film print this one please", "u4", "dee")
+    await _poll(w)
+    await _poll(w)  # again: the persona's own replies are in the thread now
+
+    assert sorted(r.text for r in talk.replies_to(top.id)) == [
+        f"@bo {COMMENT_REPLY}",
+        f"@dee {COMMENT_REPLY}",
+    ]
+    assert talk.reply_calls == 2
+    results = {j.payload["id"]: j.result or {} for j in await w.inbound_jobs()}
+    assert set(results) == {top.id, question, to_ana, to_persona}
+    assert results[top.id]["skipped"] == "not a question (conversations.comments: questions)"
+    assert results[to_ana]["skipped"] == "a reply to @ana, not to the persona"
+    assert results[question]["replied"] and results[to_persona]["replied"]
