@@ -2,7 +2,7 @@
 
     python -m tests.deploy._carrier run --no-api        (any carrier command and options)
 
-The real command (the CLI, the agent manager, the follower, the stores, the clients) with three
+The real command (the CLI, the agent manager, the follower, the stores, the clients) with these
 stand-ins set before it runs:
 
 - the hashing embedder, since the sentence model takes seconds to load at every start;
@@ -10,7 +10,10 @@ stand-ins set before it runs:
   default);
 - when ``CARRIER_TEST_DISCORD_URL`` is set (a :class:`clients.discord.fake.FakeDiscord`'s
   ``base_url`` in the test process), discord.py's REST and gateway addresses point at it, as
-  ``FakeDiscord`` does in-process.
+  ``FakeDiscord`` does in-process;
+- when ``CARRIER_TEST_INSTAGRAPI_URL`` is set (a
+  :class:`clients.instagram.fake.private.FakeInstagram` served in the test process), instagrapi's
+  sessions send their requests there.
 """
 
 from __future__ import annotations
@@ -60,6 +63,10 @@ if __name__ == "__main__":
     assemble.choose_model = choose_model
     if os.environ.get("CARRIER_TEST_DISCORD_URL"):
         point_discord_at(os.environ["CARRIER_TEST_DISCORD_URL"])
+    if os.environ.get("CARRIER_TEST_INSTAGRAPI_URL"):
+        from clients.instagram.fake.private_http import point_instagrapi_at
+
+        point_instagrapi_at(os.environ["CARRIER_TEST_INSTAGRAPI_URL"])
     from carrier.cli import main
 
     sys.argv = ["carrier", *sys.argv[1:]]

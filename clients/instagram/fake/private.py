@@ -1,8 +1,10 @@
-"""An in-process stand-in for Instagram's private API, mounted under instagrapi's own HTTP
-sessions (a ``requests`` transport adapter), so instagrapi runs unchanged: its CAA login, its
-session checks, its uploads and its error mapping all happen for real, against this world.
+"""A stand-in for Instagram's private API, under instagrapi's own HTTP sessions, so instagrapi
+runs unchanged: its CAA login, its session checks, its uploads and its error mapping all happen
+for real, against this world.
 
-``FakeInstagram.client_factory()`` builds ``instagrapi.Client`` instances wired to the world.
+``FakeInstagram.client_factory()`` builds ``instagrapi.Client`` instances wired to the world in
+this process (a ``requests`` transport adapter); ``FakeInstagram.serve()`` serves it over
+loopback HTTP for instagrapi in another process (:mod:`~clients.instagram.fake.private_http`).
 Scripted outcomes: a challenge, two-factor, a wrong password, throttling on the next request
 to an endpoint, an expired session (the server forgets it), a dropped connection. Comments and
 direct threads are :attr:`FakeInstagram.talk`.
@@ -28,6 +30,7 @@ from requests.models import PreparedRequest
 
 from clients.instagram.fake._private_talk import PrivateTalk
 from clients.instagram.fake._requests import WorldAdapter, form_fields
+from clients.instagram.fake.private_http import PrivateServer
 
 __all__ = ["FakeInstagram"]
 
@@ -103,6 +106,11 @@ class FakeInstagram:
         world._mount(client)
         return client
 
+    def serve(self) -> PrivateServer:
+        """This world over loopback HTTP, for instagrapi in another process (a real ``carrier``
+        started with ``CARRIER_TEST_INSTAGRAPI_URL``): ``with ig.serve() as url: ...``."""
+        return PrivateServer(self)
+
     def _mount(self, client: Any) -> None:
         for name in ("private", "public", "graphql"):
             session = getattr(client, name, None)
@@ -132,18 +140,37 @@ class FakeInstagram:
 
     # -- the API -------------------------------------------------------------------------------
     def answer(self, request: PreparedRequest) -> tuple[int, dict[str, Any], dict[str, str]]:
-        """(status, JSON body, headers); status 0 means the connection dropped."""
+        """(status, JSON body, headers); status 0 means the connection dropped. A reply or DM
+        that took effect answers after :attr:`PrivateTalk.answer_delay_s`."""
         path = urlsplit(request.url or "").path
+        talk = self.talk
         with self._lock:
-            self.requests.append(f"{request.method} {path}")
-            for fragment, fault in list(self.fail_next.items()):
-                if fragment in path:
-                    del self.fail_next[fragment]
-                    if fault == "drop_after":  # the request takes effect, the answer is lost
-                        self._answer(request, path)
-                    status, body = _THROTTLES[fault]
-                    return status, dict(body), {}
-            return self._answer(request, path)
+            sent = talk.sends
+            answer = self._faulty_or_answer(request, path)
+            held = talk.sends > sent and talk.answer_delay_s > 0
+            talk.answering += held
+        if held:
+            start = time.monotonic()
+            try:  # held until the delay passes, or a test sets it to 0
+                while time.monotonic() - start < talk.answer_delay_s:
+                    time.sleep(0.02)
+            finally:
+                with self._lock:
+                    talk.answering -= 1
+        return answer
+
+    def _faulty_or_answer(
+        self, request: PreparedRequest, path: str
+    ) -> tuple[int, dict[str, Any], dict[str, str]]:
+        self.requests.append(f"{request.method} {path}")
+        for fragment, fault in list(self.fail_next.items()):
+            if fragment in path:
+                del self.fail_next[fragment]
+                if fault == "drop_after":  # the request takes effect, the answer is lost
+                    self._answer(request, path)
+                status, body = _THROTTLES[fault]
+                return status, dict(body), {}
+        return self._answer(request, path)
 
     def _answer(
         self, request: PreparedRequest, path: str
