@@ -1,5 +1,6 @@
 """Fakes shipped with the Instagram client, for tests and local runs: a loopback Graph API and
-an in-process Instagram private API behind instagrapi's own HTTP sessions."""
+an Instagram private API behind instagrapi's own HTTP sessions (in-process, or served over
+loopback to instagrapi in another process: :mod:`.private_http`)."""
 
 from __future__ import annotations
 
