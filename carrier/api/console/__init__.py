@@ -39,9 +39,14 @@ CSP = "; ".join(
 
 ASSETS: dict[str, str] = {
     "console.css": "text/css; charset=utf-8",
+    "editor.css": "text/css; charset=utf-8",
     "api.js": "text/javascript; charset=utf-8",
     "sse.js": "text/javascript; charset=utf-8",
+    "problems.js": "text/javascript; charset=utf-8",
+    "persona_rows.js": "text/javascript; charset=utf-8",
+    "persona_clients.js": "text/javascript; charset=utf-8",
     "persona.js": "text/javascript; charset=utf-8",
+    "editor.js": "text/javascript; charset=utf-8",
     "chat.js": "text/javascript; charset=utf-8",
     "revisions.js": "text/javascript; charset=utf-8",
     "health.js": "text/javascript; charset=utf-8",
