@@ -255,6 +255,19 @@ async def test_console_editor_covers_the_whole_persona(served: str, tmp_path: Pa
         assert (await http.get(f"/agents/{agent_id}")).json()["revision"] == 4
         text = await page.evaluate(PAGE_TEXT)
         assert not [h for h in HIDDEN if h in text]
+
+        # The raw editor: YAML whose value a comment cuts short is saved, with the warning.
+        await page.get_by_role("button", name="New persona").click()
+        await page.get_by_role("tab", name="Raw YAML / JSON").click()
+        await page.get_by_label("Character file").fill(
+            "name: Second Keeper\nbio:\n  - Keeps lamp #2 on the point.\n"
+        )
+        await page.locator("#raw-save").click()
+        await expect(status).to_have_text(
+            "Second Keeper created. 1 warning: shown next to the fields."
+        )
+        await expect(page.locator("#raw-warnings")).to_contain_text("bio.0")
+        await expect(page.locator("#raw-warnings")).to_contain_text("as a comment")
         assert errors == []
         assert escaped == []
 

@@ -125,14 +125,16 @@ export function startEditor(ctx) {
 
   /**
    * carrier validate's warnings for a stored agent, next to the fields (and under the raw
-   * text); ``done`` is what the status says, to which the count is added. A character stored
-   * before a check it now fails (a client's settings) shows its problems instead.
+   * text); ``done`` is what the status says, to which the count is added. ``sent``: the body
+   * just saved ({body, contentType}: raw YAML's text shows values a comment cut short),
+   * else the stored character. A character stored before a check it now fails (a client's
+   * settings) shows its problems instead.
    */
-  async function warnAbout(agent, done) {
+  async function warnAbout(agent, done, sent = { body: agent.character }) {
     let warnings;
     try {
       const path = `/characters/validate?agent_id=${encodeURIComponent(agent.id)}`;
-      ({ warnings } = await call("POST", path, { body: agent.character }));
+      ({ warnings } = await call("POST", path, sent));
     } catch (error) {
       if (state.editing !== agent.id) return;
       if (error instanceof ApiError && error.problems.length) {
@@ -173,7 +175,7 @@ export function startEditor(ctx) {
     state.rawDirty = false;
     const done = `${agent.name} ${id ? "saved" : "created"}.`;
     say("editor-status", done, "ok");
-    warnAbout(agent, done); // the status gains the count, if any
+    warnAbout(agent, done, { body, contentType }); // the status gains the count, if any
     return agent;
   }
 
