@@ -158,7 +158,7 @@ async def run_main(
         await jobs.start()
         if series is not None and series.recorder is not None:  # job outcomes for the charts
             series.recorder.watch_jobs(lambda: jobs.worker.stats)
-        async with _following(follower, seen), Presence(fleet, process_id()):
+        async with _following(follower, seen), _presence(fleet, settings):
             if token is not None:
                 from carrier.api import api_server
 
@@ -215,7 +215,7 @@ async def serve_main(
     await jobs.store.open()
     manager = AgentManager(
         store=store,
-        embedder=default_embedder(),
+        embedder=default_embedder(settings),
         settings=settings,
         environ=os.environ,
         services={"jobs": jobs.store},
@@ -235,7 +235,7 @@ async def serve_main(
             except CarrierError as exc:
                 log.warning("agent %s did not start: %s", agent_id, exc)
         # With its clients, this process is one that runs them: it shows as a worker.
-        present = Presence(fleet, process_id()) if start_clients else contextlib.nullcontext()
+        present = _presence(fleet, settings) if start_clients else contextlib.nullcontext()
         async with _following(follower, seen), present:
             await serve(  # uvicorn handles SIGINT/SIGTERM
                 manager,
@@ -278,6 +278,12 @@ async def _following(follower: Follower, seen: int) -> AsyncIterator[None]:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+def _presence(fleet: FleetStore, settings: Settings) -> Presence:
+    """This process's ``worker:`` lease, as long as its connection leases."""
+    ttl = settings.connection_lease_seconds
+    return Presence(fleet, process_id(), ttl_s=ttl, beat_s=ttl / 3)
 
 
 async def _import_files(manager: AgentManager, paths: Sequence[Path], prefer: Prefer | None) -> int:

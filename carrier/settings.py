@@ -114,6 +114,12 @@ class Settings(BaseSettings):
     background_backlog: int = Field(default=64, ge=1, le=100_000)
     """Per agent: background jobs waiting (one per evaluator and room); beyond it the oldest
     is dropped, and caught up by its room's next turn."""
+    connection_lease_seconds: float = Field(default=15.0, ge=3, le=600)
+    """How long a platform connection's lease (one per bot token, or per shard) holds unrenewed:
+    after a worker dies, another connects within about this long. The holder renews it every
+    third of that and stops its client when a renewal cannot be confirmed for two thirds of it;
+    the worker presence leases (``carrier health --worker``) last as long. Shorter takes over
+    sooner; longer rides out slower stores."""
     job_lease_seconds: float = Field(default=10.0, gt=0, le=3600)
     """How long a job worker's claim holds without renewal; the worker renews it every third of
     that while the job runs, so after a worker dies another takes its jobs over within about

@@ -47,3 +47,8 @@ def test_settings_invalid_value_names_the_variable() -> None:
 def test_settings_data_dir_expands_user(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("HOME", str(tmp_path))
     assert load_settings({"CARRIER_DATA_DIR": "~/data"}).data_dir == tmp_path / "data"
+
+
+def test_settings_connection_lease_shorter_than_3_s_is_refused() -> None:
+    with pytest.raises(ValidationError, match="connection_lease_seconds"):
+        load_settings({"CARRIER_CONNECTION_LEASE_SECONDS": "1"})

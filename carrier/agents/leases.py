@@ -56,6 +56,7 @@ __all__ = [
     "connection_parts_of",
     "describe_elsewhere",
     "lease_name",
+    "lease_timings",
 ]
 
 log = logging.getLogger(__name__)
@@ -69,6 +70,15 @@ RETRY_S = 2.5
 """How often a lease held elsewhere is tried again."""
 DEFER_S = 10.0
 """How long a process at its fair share leaves a free lease to a worker holding fewer."""
+
+
+def lease_timings(ttl_s: float) -> dict[str, float]:
+    """The timings of :class:`ConnectionLeases` for a lease of ``ttl_s`` seconds
+    (``CARRIER_CONNECTION_LEASE_SECONDS``), in the proportions of the defaults: renewed every
+    third of it, tried again every sixth, a free lease left to a worker holding fewer for two
+    thirds of it."""
+    return {"ttl_s": ttl_s, "beat_s": ttl_s / 3, "retry_s": ttl_s / 6, "defer_s": ttl_s * 2 / 3}
+
 
 User = tuple[str, str]
 """Who uses a connection in this process: ``(agent id, client name)``."""

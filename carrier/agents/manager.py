@@ -33,6 +33,7 @@ from carrier.agents.client_config import ClientConfigs
 from carrier.agents.connections import Connections
 from carrier.agents.errors import AgentExists, AgentNotFound, AgentNotRunning
 from carrier.agents.history import History
+from carrier.agents.leases import lease_timings
 from carrier.agents.refresh import Revisions
 from carrier.agents.reports import ClientReports
 from carrier.agents.status import AgentStatus, Running
@@ -116,11 +117,14 @@ class AgentManager(ClientConfigs, History, Revisions):
         self._owns_fleet = fleet is None  # a fleet given is the host's: opened and closed there
         self._fleet_opened = fleet is not None
         self._fleet_lock = asyncio.Lock()
+        if lease_options is None:
+            lease_options = lease_timings(settings.connection_lease_seconds)
         self.connections = Connections(
             self, running=self._running, lock=self._lock, lease_options=lease_options
         )
         """The agents' clients here, under connection leases (``lease_options``: ``ttl_s``,
-        ``beat_s``, ``retry_s``, ``defer_s`` of :class:`~carrier.agents.leases.ConnectionLeases`)."""
+        ``beat_s``, ``retry_s``, ``defer_s`` of :class:`~carrier.agents.leases.ConnectionLeases`;
+        by default from ``CARRIER_CONNECTION_LEASE_SECONDS``)."""
         self.reports = ClientReports(self)
         """Client states published for the other processes, and theirs read."""
 

@@ -296,3 +296,26 @@ async def test_each_process_settles_only_what_it_serves(hosts: Hosts) -> None:
     await other.run(record.id)
     assert other.client(record.id, "chat") is None
     assert (await _status(store, newer))[0] is MemoryStatus.RECEIVED
+
+
+async def test_lease_timings_come_from_the_setting_in_proportion(tmp_path: Path) -> None:
+    settings = load_settings(
+        {"CARRIER_DATA_DIR": str(tmp_path / "data"), "CARRIER_CONNECTION_LEASE_SECONDS": "6"}
+    )
+    async with SQLiteStore(path=tmp_path / "carrier.db") as store:
+        manager = AgentManager(
+            store=store,
+            embedder=HashEmbedder(),
+            settings=settings,
+            environ={"CARRIER_WORKER_ID": "worker-1", "TOKEN_A": "a"},
+            model_factory=lambda character: FunctionModel(lambda request: "ok"),
+            client_factories={"chat": Factory()},
+        )
+        try:
+            record = await manager.create(parse_character(pilot()))
+            await manager.start(record.id)
+            leases = manager.connections.leases
+            assert leases is not None
+            assert (leases.ttl_s, leases.beat_s, leases.retry_s, leases.defer_s) == (6, 2, 1, 4)
+        finally:
+            await manager.close()
