@@ -17,8 +17,14 @@ FIXTURES = ROOT.parent / "shared" / "fixtures" / "elizaos-characters"
 
 
 def carrier(
-    *args: str, data_dir: Path, stdin: str | None = None, env: dict[str, str] | None = None
+    *args: str,
+    data_dir: Path,
+    stdin: str | None = None,
+    env: dict[str, str] | None = None,
+    hashing: bool = False,
 ) -> subprocess.CompletedProcess[str]:
+    """``carrier ARGS`` in a subprocess; ``hashing``: with the hashing embedder
+    (:mod:`tests._hashed_carrier`), where the claim is not about the embedding model."""
     full_env = {
         k: v
         for k, v in os.environ.items()
@@ -26,7 +32,7 @@ def carrier(
     }
     full_env.update({"CARRIER_DATA_DIR": str(data_dir), "HF_HUB_OFFLINE": "1", **(env or {})})
     return subprocess.run(
-        [sys.executable, "-m", "carrier", *args],
+        [sys.executable, "-m", "tests._hashed_carrier" if hashing else "carrier", *args],
         input=stdin,
         capture_output=True,
         text=True,
@@ -230,6 +236,7 @@ def test_cli_chat_uses_litellm_with_a_local_endpoint(tmp_path: Path) -> None:
             data_dir=tmp_path,
             stdin="hello\n",
             env={"CARRIER_MODEL": "openai/local-test", "CARRIER_API_BASE": server.base_url},
+            hashing=True,
         )
     finally:
         server.stop()

@@ -26,7 +26,7 @@ messageExamples:
     - {user: Harbor, content: {text: Ahoy!}}
 """
 
-pytestmark = pytest.mark.slow  # the real embedding model loads in each run
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
@@ -56,7 +56,8 @@ def chat(tmp_path: Path, server: FaultServer, lines: list[str]) -> subprocess.Co
         }
     )
     return subprocess.run(
-        [sys.executable, "-m", "carrier", "chat", str(character), "--user", "ana"],
+        # The hashing embedder: the claim is about model faults, not the sentence model.
+        [sys.executable, "-m", "tests._hashed_carrier", "chat", str(character), "--user", "ana"],
         input="".join(f"{line}\n" for line in lines),
         capture_output=True,
         text=True,

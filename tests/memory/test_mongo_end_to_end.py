@@ -1,4 +1,5 @@
-"""Switching stores is one setting: the same chat runs on MongoDB when CARRIER_MONGODB_URI is set."""
+"""Switching stores is one setting: the same chat runs on MongoDB when CARRIER_MONGODB_URI is set.
+(With the hashing embedder: the claim is about the store; tests/test_cli.py runs the real model.)"""
 
 from __future__ import annotations
 
@@ -14,11 +15,21 @@ def test_mongo_chat_remembers_across_runs(tmp_path: Path, mongo_compatible_serve
     uri = mongo_compatible_server.database_uri("carrier_e2e")
     env = {"CARRIER_MONGODB_URI": uri}
     first = carrier(
-        "chat", "characters/harbor.yaml", data_dir=tmp_path, stdin="who are you?\n", env=env
+        "chat",
+        "characters/harbor.yaml",
+        data_dir=tmp_path,
+        stdin="who are you?\n",
+        env=env,
+        hashing=True,
     )
     assert first.returncode == 0, first.stderr
     second = carrier(
-        "chat", "characters/harbor.yaml", data_dir=tmp_path, stdin="who are you?\n", env=env
+        "chat",
+        "characters/harbor.yaml",
+        data_dir=tmp_path,
+        stdin="who are you?\n",
+        env=env,
+        hashing=True,
     )
     assert second.returncode == 0, second.stderr
     assert 'You asked me this before ("who are you?"' in second.stdout

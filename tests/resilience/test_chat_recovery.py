@@ -57,16 +57,16 @@ def test_chat_prints_the_reply_a_stopped_chat_left_once(tmp_path: Path) -> None:
     db = data / "carrier.db"
     inbound, reply = asyncio.run(stopped_chat(db, "ana", "Ahoy, still here!"))
 
-    other = carrier("chat", str(HARBOR), "--user", "bob", data_dir=data, stdin="")
+    other = carrier("chat", str(HARBOR), "--user", "bob", data_dir=data, stdin="", hashing=True)
     assert other.returncode == 0, other.stderr
     assert "Ahoy" not in other.stdout  # not Bob's terminal
     assert asyncio.run(fate(db, inbound, reply)) == [MemoryStatus.PENDING] * 2
 
-    first = carrier("chat", str(HARBOR), "--user", "ana", data_dir=data, stdin="")
+    first = carrier("chat", str(HARBOR), "--user", "ana", data_dir=data, stdin="", hashing=True)
     assert first.returncode == 0, first.stderr
     assert first.stdout.strip() == "Harbor: Ahoy, still here!"
     assert asyncio.run(fate(db, inbound, reply)) == [MemoryStatus.PROCESSED, MemoryStatus.SENT]
 
-    again = carrier("chat", str(HARBOR), "--user", "ana", data_dir=data, stdin="")
+    again = carrier("chat", str(HARBOR), "--user", "ana", data_dir=data, stdin="", hashing=True)
     assert again.returncode == 0, again.stderr
     assert again.stdout.strip() == ""
