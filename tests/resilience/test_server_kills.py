@@ -1,4 +1,4 @@
-"""``carrier serve`` killed with SIGKILL during turns, 20 times, and started again each time.
+"""``carrier serve`` killed with SIGKILL during turns, 12 times, and started again each time.
 
 A real server process (:mod:`tests.resilience._serve`: the real command, with the hashing
 embedder and a fake model that answers after 0.3 s) on a SQLite file; six callers talk to one
@@ -35,7 +35,7 @@ from carrier.outbox import Outbox, reply_id
 from carrier.types import MemoryKind, MemoryStatus, stable_id, utcnow
 
 ROOT = Path(__file__).resolve().parents[2]
-KILLS = 20
+KILLS = 12
 CALLERS = 6
 TOKEN = "kill-test-admin-token-0123456789abcdef"
 HEADERS = {"Authorization": f"Bearer {TOKEN}"}

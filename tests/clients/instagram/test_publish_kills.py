@@ -2,7 +2,7 @@
 (``_publish_worker.py``), the loopback fake Graph API with a little latency and its media list
 turned off, a real FTP server, SQLite files shared by every process.
 
-Two workers run side by side; 20 times one of them (chosen, and the moment chosen, by a seeded
+Two workers run side by side; 12 times one of them (chosen, and the moment chosen, by a seeded
 random generator) is killed while it runs a publish, and started again. Every few kills the
 moment is the worst one: the post just went live and its answer is still on the way. Then:
 no post is published twice, every post is live and no job failed, crashes were counted as
@@ -37,7 +37,7 @@ from tests.clients.instagram._publish_world import CHARACTER, HostConfig, enqueu
 from tests.clients.instagram.helpers import make_image
 
 ROOT = Path(__file__).resolve().parents[3]
-KILLS = 20
+KILLS = 12
 LEASE_S = 2.0
 TAKEOVER_BOUND = timedelta(seconds=15)  # the bound, from the kill to the next claim
 BACKLOG = 3
