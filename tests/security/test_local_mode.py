@@ -439,7 +439,9 @@ def test_short_admin_token_refused_at_start_up(value: str, said: str, tmp_path: 
 async def test_valid_token_never_locked_out_after_failures_from_the_same_address(
     manager: AgentManager, settings: Settings
 ) -> None:
-    app = create_app(manager, settings, api_settings=ApiSettings())  # burst 30, 120 a minute
+    # Burst 30, refilled at one request in two minutes: no failure is forgiven while the test
+    # runs, however slow the machine (at 120 a minute one was, on a loaded one).
+    app = create_app(manager, settings, api_settings=ApiSettings(rate_per_minute=0.5))
     token = (settings.data_dir / "admin.token").read_text().strip()
     transport = httpx.ASGITransport(app=app, client=("203.0.113.5", 40000))
     async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as http:
