@@ -117,6 +117,24 @@ def test_cli_validate_reports_all_three_mistakes(tmp_path: Path) -> None:
     assert f"ok   {good}" in out
 
 
+def test_cli_validate_checks_client_options_against_the_installed_clients(tmp_path: Path) -> None:
+    bad = tmp_path / "keeper.yaml"
+    bad.write_text(
+        "name: Keeper\n"
+        "bio: [Keeper tends the lamp.]\n"
+        "clients: [discord, instagram]\n"
+        "clientConfig:\n"
+        "  discord: {maxMessageLength: 50, allowedChannels: ['lamp-room']}\n"
+        "  instagram: {publisher: carrier-pigeon}\n"
+        "  telegram: {anything: goes}\n"  # not installed: a warning elsewhere, no problem here
+    )
+    result = carrier("validate", str(bad), data_dir=tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert f"FAIL {bad}: 2 problem(s)" in result.stdout
+    assert "clientConfig.discord.maxMessageLength: Input should be greater than" in result.stdout
+    assert "clientConfig.instagram.publisher:" in result.stdout
+
+
 def test_cli_validate_warns_and_strict_makes_warnings_errors(tmp_path: Path) -> None:
     warned = tmp_path / "warned.yaml"
     warned.write_text(

@@ -15,12 +15,9 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ValidationError
-
 from carrier.agents.errors import ClientConfigError
-from carrier.character.secrets import find_secret_problems
+from carrier.client_checks import config_problems
 from carrier.clients import ClientFactory, client_of_slot
-from carrier.errors import Problem
 from carrier.fleet.model import ChangeKind
 
 if TYPE_CHECKING:
@@ -123,17 +120,6 @@ def validate_client_config(
 ) -> None:
     """Refuse literal secrets, and check the config against the client's ``config_model`` (a
     pydantic model on the factory) when it has one; raises :class:`ClientConfigError`."""
-    problems = [
-        Problem(p.path.removeprefix(f"clientConfig.{name}").lstrip("."), p.message)
-        for p in find_secret_problems({"clientConfig": {name: dict(config)}})
-    ]
-    model = getattr(factory, "config_model", None)
-    if isinstance(model, type) and issubclass(model, BaseModel):
-        try:
-            model.model_validate(dict(config))
-        except ValidationError as exc:
-            for err in exc.errors(include_url=False, include_input=False):
-                path = ".".join(str(part) for part in err["loc"])
-                problems.append(Problem(path, err["msg"]))
+    problems = config_problems(name, config, factory)
     if problems:
         raise ClientConfigError(client_id, problems)

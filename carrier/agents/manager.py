@@ -42,8 +42,9 @@ from carrier.audit.base import AuditLog, audit_from
 from carrier.audit.context import current_actor
 from carrier.audit.model import AuditKind
 from carrier.character import Character, character_data, parse_character
+from carrier.client_checks import character_config_problems
 from carrier.clients import Client, ClientFactory, client_of_slot, discover_clients
-from carrier.errors import UserError
+from carrier.errors import CharacterError, UserError
 from carrier.fleet.base import UNCHANGED, FleetStore
 from carrier.fleet.model import Desired, DesiredState, Revision, RevisionSource
 from carrier.llm.base import ModelProvider
@@ -178,7 +179,9 @@ class AgentManager(ClientConfigs, History, Revisions):
         actor: str | None = None,
     ) -> AgentRecord:
         """Store a new, stopped agent as revision 1 of its character. Raises :class:`AgentExists`
-        if its id is taken."""
+        if its id is taken, and :class:`CharacterError` if a client section does not fit its
+        installed client's settings."""
+        self._check_client_configs(character)
         agent_id = character.agent_id
         fleet = await self.fleet()
         async with self._lock(agent_id):
@@ -255,6 +258,7 @@ class AgentManager(ClientConfigs, History, Revisions):
             )
         if character.agent_id != agent_id:
             character = character.model_copy(update={"id": agent_id})
+        self._check_client_configs(character)
         await self.history(agent_id)  # a store from before revisions: its character first
         fleet = await self.fleet()
         async with self._lock(agent_id):
@@ -276,6 +280,15 @@ class AgentManager(ClientConfigs, History, Revisions):
                 self._sources[agent_id] = character.source
             await self._apply(agent_id, character, revision.number)
             return record
+
+    def _check_client_configs(self, character: Character) -> None:
+        """Every ``clientConfig.<name>`` of an installed client fits that client's settings
+        (:func:`carrier.client_checks.character_config_problems`), or :class:`CharacterError`
+        names each problem at its path: however the character came (API, console, a file,
+        a revert)."""
+        problems = character_config_problems(character, self.factories)
+        if problems:
+            raise CharacterError(character.source, problems)
 
     async def revert(
         self, agent_id: str, number: int, *, source: RevisionSource = RevisionSource.REVERT

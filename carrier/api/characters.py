@@ -3,28 +3,22 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
 from typing import Any, Literal
 
 from starlette.datastructures import UploadFile
 from starlette.requests import Request
 
-from carrier.agents.client_config import validate_client_config
-from carrier.agents.errors import ClientConfigError
 from carrier.api.bodies import clean_name, form_file, media_type, read_form
 from carrier.api.errors import ApiError
 from carrier.api.schemas import ProblemOut
 from carrier.character import Character, load_character_text, parse_character
 from carrier.character.lint import CharacterWarning, lint_yaml
 from carrier.character.png import PngCardError, card_from_png
-from carrier.clients import ClientFactory
 from carrier.errors import CharacterError, Problem
 
 __all__ = [
     "CHARACTER_BODY",
     "character_from_request",
-    "check_client_configs",
-    "client_config_problems",
     "source_warnings",
 ]
 
@@ -122,33 +116,3 @@ def _text(raw: bytes, source: str | None) -> str:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise CharacterError(source, [Problem("", f"not UTF-8 text (byte {exc.start})")]) from None
-
-
-def client_config_problems(
-    character: Character, factories: Mapping[str, ClientFactory]
-) -> list[Problem]:
-    """Each ``clientConfig.<name>`` of an installed client checked against the client's own
-    settings model (``config_model`` on its factory), as ``POST /clients/{name}/config`` checks
-    it: the problems at their full paths (``clientConfig.discord.maxMessageLength``). Sections
-    of clients not installed here are left alone (``carrier validate`` warns of them)."""
-    problems: list[Problem] = []
-    for name, config in character.client_config.items():
-        factory = factories.get(name)
-        if factory is None:
-            continue
-        try:
-            validate_client_config(name, name, config, factory)
-        except ClientConfigError as exc:
-            base = f"clientConfig.{name}"
-            problems += [
-                Problem(f"{base}.{p.path}" if p.path else base, p.message) for p in exc.problems
-            ]
-    return problems
-
-
-def check_client_configs(character: Character, factories: Mapping[str, ClientFactory]) -> None:
-    """Raise :class:`CharacterError` (422, every problem with its path) when a client section
-    of the character does not fit its client's settings (see :func:`client_config_problems`)."""
-    problems = client_config_problems(character, factories)
-    if problems:
-        raise CharacterError(character.source, problems)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -98,12 +98,17 @@ class FileReport(NamedTuple):
 
 
 def check_paths(
-    paths: Iterable[str | Path], *, clients: Collection[str] | None = None
+    paths: Iterable[str | Path],
+    *,
+    clients: Collection[str] | None = None,
+    problems_of: Callable[[Character], list[Problem]] | None = None,
 ) -> dict[str, FileReport]:
     """Check character files (folders expand to their character files, searched recursively):
     file name → its problems and warnings. A missing path or a folder without character files is
     reported as a problem under its own name. ``clients`` are the client names to accept (by
-    default, the ones installed under the ``carrier.clients`` entry-point group)."""
+    default, the ones installed under the ``carrier.clients`` entry-point group);
+    ``problems_of`` finds more problems in a character that loads (``carrier validate``: its
+    client sections against the installed clients' settings)."""
     known = installed_clients() if clients is None else clients
     results: dict[str, FileReport] = {}
     for path, problem in expand_paths(paths):
@@ -116,7 +121,10 @@ def check_paths(
         except CharacterError as exc:
             results[str(path)] = FileReport(exc.problems, warnings)
         else:
-            results[str(path)] = FileReport([], lint_character(character, clients=known) + warnings)
+            more = problems_of(character) if problems_of is not None else []
+            results[str(path)] = FileReport(
+                more, lint_character(character, clients=known) + warnings
+            )
     return results
 
 

@@ -20,13 +20,20 @@ def validate(
 ) -> None:
     """Check character files and report every problem in every file (exit 1 if any).
 
+    Problems include client options (`clientConfig.<name>`) the installed client refuses.
     Warnings name what loads but will not act as written: a client or model provider Carrier
     does not have, a missing knowledge path, ElizaOS settings Carrier ignores, a YAML value cut
     by a `#` comment. They do not change the exit code unless --strict is given.
     """
     from carrier.character import check_paths
+    from carrier.client_checks import character_config_problems
+    from carrier.clients import discover_clients
 
-    results = check_paths(paths)
+    factories = discover_clients()  # client sections are checked against their settings
+    results = check_paths(
+        paths,
+        problems_of=lambda character: character_config_problems(character, factories),
+    )
     if not results:
         err("no character files found in: " + ", ".join(str(p) for p in paths))
         raise typer.Exit(1)

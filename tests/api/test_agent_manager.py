@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from carrier.agents import (
 from carrier.agents.imports import load_files
 from carrier.character import Character, load_character
 from carrier.clients import Client, ClientUnavailable
+from carrier.errors import CharacterError
 from carrier.settings import Settings
 from carrier.types import Author, Channel, Message, RoomKind
 from tests.api.conftest import CHARACTER, HARBOR
@@ -204,6 +206,31 @@ async def test_agent_manager_client_config_is_validated_stored_and_pushed(
     assert await manager.get_client_config("fake") == {"channels": ["general"]}
     with pytest.raises(AgentNotFound):
         await manager.set_client_config("missing:fake", {})
+    await manager.close()
+
+
+async def test_agent_manager_refuses_client_sections_its_clients_refuse_however_they_come(
+    make_manager: Callable[..., AgentManager], settings: Settings, tmp_path: Path
+) -> None:
+    manager = make_manager(settings, client_factories={"fake": FakeFactory()})
+    with pytest.raises(CharacterError) as created:
+        await manager.create(character(clientConfig={"fake": {"greeting": 3}}))
+    assert [(p.path, p.message) for p in created.value.problems] == [
+        ("clientConfig.fake.greeting", "Input should be a valid string")
+    ]
+    assert await manager.list() == []
+    record = await manager.create(character(clientConfig={"fake": {"greeting": "yo"}}))
+    with pytest.raises(CharacterError, match=r"clientConfig\.fake\.colour"):
+        await manager.update(record.id, character(clientConfig={"fake": {"colour": "red"}}))
+    # A file imported by carrier run is refused the same way, its problem named.
+    keeper = tmp_path / "keeper.json"
+    keeper.write_text(
+        json.dumps({"name": "Keeper", "bio": "ok", "clientConfig": {"fake": {"channels": "x"}}})
+    )
+    [report] = await load_files(manager, [keeper])
+    assert report.error is not None and "clientConfig.fake.channels" in report.error
+    assert [r.name for r in await manager.list()] == ["Pilot"]
+    assert (await manager.head(record.id)).number == 1
     await manager.close()
 
 

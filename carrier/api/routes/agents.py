@@ -10,7 +10,7 @@ from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from carrier.agents import AgentStatus
 from carrier.api._secrets import keep_secret_refs
 from carrier.api.auth import Principal, admin_only, agent_access
-from carrier.api.characters import CHARACTER_BODY, character_from_request, check_client_configs
+from carrier.api.characters import CHARACTER_BODY, character_from_request
 from carrier.api.errors import error_responses
 from carrier.api.schemas import ID_PATTERN, AgentOut
 from carrier.api.state import ApiState, agent_out, api_state
@@ -56,7 +56,6 @@ async def create_agent(request: Request, state: State, _: Admin) -> AgentOut:
     an installed client is checked against that client's settings. The agent is created
     stopped."""
     character = await character_from_request(request)
-    check_client_configs(character, state.manager.factories)
     record = await state.manager.create(character, source=revision_source(request))
     return agent_out(await state.manager.status(record.id), state)
 
@@ -114,7 +113,6 @@ async def put_agent(
     old = await state.manager.get(agent_id)
     data = keep_secret_refs(character_data(character), old.character)
     character = parse_character(data, source=character.source)
-    check_client_configs(character, state.manager.factories)
     await state.manager.update(
         agent_id, character, source=revision_source(request), expected_revision=revision
     )

@@ -16,7 +16,6 @@ from carrier.api.auth import Principal, admin_only
 from carrier.api.characters import (
     CHARACTER_BODY,
     character_from_request,
-    client_config_problems,
     source_warnings,
 )
 from carrier.api.errors import error_responses
@@ -24,6 +23,7 @@ from carrier.api.schemas import ID_PATTERN, CharacterCheckOut, ClientKindOut, Wa
 from carrier.api.state import ApiState, api_state
 from carrier.character import Character, character_data, parse_character
 from carrier.character.lint import lint_character
+from carrier.client_checks import character_config_problems
 from carrier.clients import ClientFactory
 from carrier.errors import CharacterError, Problem
 
@@ -98,7 +98,7 @@ async def validate_character(
         data = keep_secret_refs(character_data(character), old.character)
         character = parse_character(data, source=character.source)
     factories = state.manager.factories
-    problems = client_config_problems(character, factories)
+    problems = character_config_problems(character, factories)
     if old is not None and character.id is not None and character.id != old.id:
         problems.insert(0, Problem("id", _id_mismatch(character, old.id)))
     if problems:
