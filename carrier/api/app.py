@@ -44,6 +44,7 @@ from carrier.api.routes import jobs as jobs_routes
 from carrier.api.routes import knowledge as knowledge_routes
 from carrier.api.routes import logs as logs_routes
 from carrier.api.routes import people as people_routes
+from carrier.api.routes import platforms as platform_routes
 from carrier.api.routes import tool_test as tool_test_routes
 from carrier.api.settings import ApiSettings, load_api_settings
 from carrier.api.state import ApiState
@@ -71,6 +72,7 @@ ROUTERS: list[APIRouter] = [
     health.router,
     console_router,
     jobs_routes.router,
+    platform_routes.router,
     audit.router,
     series.router,
     webhooks.router,

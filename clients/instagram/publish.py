@@ -20,9 +20,15 @@ from clients.instagram.errors import InstagramError
 from clients.instagram.media import ImageRules, VideoRules, check_video, prepare_image
 from clients.instagram.post import Phase, Post, PostKind, PublishResult, PublishState, PublishStates
 
-__all__ = ["prepare_post", "publish_post"]
+__all__ = ["image_rules", "prepare_post", "publish_post"]
 
 log = logging.getLogger(__name__)
+
+
+def image_rules(config: InstagramConfig) -> ImageRules:
+    """How a feed image is converted for this configuration (``fit``, ``background``): the
+    one place the publishers and the console's preview take it from."""
+    return ImageRules(fit=config.fit, background=config.background_rgb)
 
 
 def prepare_post(
@@ -35,7 +41,7 @@ def prepare_post(
     """Check and convert the media, trim the caption. Raises ``MediaRejected`` /
     ``CaptionRejected``; touches nothing but ``out_dir``."""
     config = config or InstagramConfig()
-    rules = ImageRules(fit=config.fit, background=config.background_rgb)
+    rules = image_rules(config)
     caption = prepare_caption(
         post.caption, max_hashtags=config.max_hashtags, max_length=config.caption_max_length
     )
