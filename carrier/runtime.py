@@ -365,7 +365,10 @@ class AgentRuntime:
                     # Replies this turn stored are not to be sent: failed with the turn, so the
                     # message and its replies agree.
                     await self.outbox.fail(inbound.id, error)
-                    await self.store.set_memory_status(inbound.id, MemoryStatus.FAILED, error=error)
+                    # The message's vector, if the turn made it, is kept with the status.
+                    await self.store.record_turn(
+                        inbound, MemoryStatus.FAILED, error=error, vector=turn.vector_unsaved
+                    )
                     raise
         finally:
             slot.users -= 1

@@ -143,6 +143,11 @@ def memory_update(memory: Memory, now: datetime) -> dict[str, Any]:
     }
 
 
+def vector_update(memory: Memory, now: datetime) -> dict[str, Any]:
+    """The ``$set`` that writes a memory's vector (and model) alone, with a new updated time."""
+    return {**_embedding_fields(memory), **stamp("updated", now)}
+
+
 def memory_from_doc(doc: Mapping[str, Any]) -> Memory:
     stored = doc.get("embedding")
     embedding = None

@@ -8,18 +8,63 @@ Reads name their columns so that a caller that wants text leaves the vectors unr
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Sequence
 from datetime import datetime
 
+from carrier._sqlite_thread import immediate
 from carrier.errors import StoreError
 from carrier.memory import _sqlite_codec as codec
 from carrier.memory._sqlite_conn import SQLiteConnection
+from carrier.memory.base import RecordedTurn
 from carrier.types import Memory, MemoryKind, MemoryStatus, to_us, utcnow
 
 __all__ = ["Memories"]
 
 _NEAR_LIMIT = 100
 """A room's or a person's latest memories up to this many are read on the event loop's thread."""
+_INSERT = (
+    f"INSERT OR IGNORE INTO memories ({codec.MEMORY_COLUMNS}) "
+    f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING {codec.MEMORY_COLUMNS}"
+)
+_SET_STATUS = "UPDATE memories SET status = ?, error = ?, updated_at = ? WHERE id = ?"
+
+
+def _insert_params(memory: Memory) -> tuple[object, ...]:
+    return (
+        memory.id,
+        memory.agent_id,
+        memory.room_id,
+        memory.entity_id,
+        str(memory.kind),
+        str(memory.status),
+        memory.content.model_dump_json(),
+        codec.vector_blob(memory.embedding),
+        memory.embedding_model,
+        memory.error,
+        to_us(memory.created_at),
+        to_us(memory.updated_at),
+    )
+
+
+def _status_change(
+    memory_id: str,
+    status: MemoryStatus,
+    error: str | None,
+    expect: Sequence[MemoryStatus] | None,
+    now_us: int,
+) -> tuple[str, list[object]] | None:
+    """The statement of a status change (None: ``expect`` is empty, nothing changes). With
+    ``expect`` it is one statement: SQLite runs it under the write lock, so the check and the
+    change cannot be split by another connection's write."""
+    sql = _SET_STATUS
+    params: list[object] = [str(status), error, now_us, memory_id]
+    if expect is not None:
+        if not expect:
+            return None
+        sql += f" AND status IN ({', '.join('?' * len(expect))})"
+        params += [str(s) for s in expect]
+    return sql, params
 
 
 class Memories(SQLiteConnection):
@@ -29,28 +74,10 @@ class Memories(SQLiteConnection):
     async def add_memory(self, memory: Memory) -> Memory:
         # RETURNING yields the row only when it was inserted: one round trip for a new memory,
         # and a second (the read) only for a redelivered one.
-        sql = (
-            f"INSERT OR IGNORE INTO memories ({codec.MEMORY_COLUMNS}) "
-            f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING {codec.MEMORY_COLUMNS}"
+        params = _insert_params(memory)
+        rows = await self._write_near(
+            f"adding memory {memory.id}", lambda db: db.execute(_INSERT, params).fetchall()
         )
-        params = (
-            memory.id,
-            memory.agent_id,
-            memory.room_id,
-            memory.entity_id,
-            str(memory.kind),
-            str(memory.status),
-            memory.content.model_dump_json(),
-            codec.vector_blob(memory.embedding),
-            memory.embedding_model,
-            memory.error,
-            to_us(memory.created_at),
-            to_us(memory.updated_at),
-        )
-        db = self._conn()
-        async with self._lock:
-            with self._errors(f"adding memory {memory.id}"):
-                rows = list(await db.execute_fetchall(sql, params))
         if rows:
             return codec.memory_from_row(rows[0])
         stored = await self.get_memory(memory.id)
@@ -67,29 +94,17 @@ class Memories(SQLiteConnection):
         return codec.memory_from_row(rows[0]) if rows else None
 
     async def update_memory(self, memory: Memory) -> None:
-        content, status, now = memory.content.model_dump_json(), str(memory.status), utcnow()
+        content, status, now = memory.content.model_dump_json(), str(memory.status), to_us(utcnow())
         if memory.vector_unread:  # the stored vector stays
-            await self._write(
-                f"updating memory {memory.id}",
-                "UPDATE memories SET content = ?, status = ?, error = ?, updated_at = ? WHERE id = ?",
-                (content, status, memory.error, to_us(now), memory.id),
-            )
-            return
-        await self._write(
-            f"updating memory {memory.id}",
-            """UPDATE memories SET content = ?, embedding = ?, embedding_model = ?, status = ?,
-                error = ?, updated_at = ?
-            WHERE id = ?""",
-            (
-                content,
-                codec.vector_blob(memory.embedding),
-                memory.embedding_model,
-                status,
-                memory.error,
-                to_us(now),
-                memory.id,
-            ),
-        )
+            sql = "UPDATE memories SET content = ?, status = ?, error = ?, updated_at = ? WHERE id = ?"
+            params: tuple[object, ...] = (content, status, memory.error, now, memory.id)
+        else:
+            sql = """UPDATE memories SET content = ?, embedding = ?, embedding_model = ?,
+                status = ?, error = ?, updated_at = ?
+            WHERE id = ?"""
+            blob = codec.vector_blob(memory.embedding)
+            params = (content, blob, memory.embedding_model, status, memory.error, now, memory.id)
+        await self._write_near(f"updating memory {memory.id}", lambda db: db.execute(sql, params))
 
     async def set_memory_status(
         self,
@@ -99,17 +114,54 @@ class Memories(SQLiteConnection):
         error: str | None = None,
         expect: Sequence[MemoryStatus] | None = None,
     ) -> bool:
-        sql = "UPDATE memories SET status = ?, error = ?, updated_at = ? WHERE id = ?"
-        params: list[object] = [str(status), error, to_us(utcnow()), memory_id]
-        if expect is not None:
-            if not expect:
-                return False
-            # One statement: SQLite runs it under the write lock, so the check and the change
-            # cannot be split by another connection's write.
-            sql += f" AND status IN ({', '.join('?' * len(expect))})"
-            params += [str(s) for s in expect]
-        changed = await self._write(f"setting the status of memory {memory_id}", sql, params)
+        change = _status_change(memory_id, status, error, expect, to_us(utcnow()))
+        if change is None:
+            return False
+        changed: int = await self._write_near(
+            f"setting the status of memory {memory_id}", lambda db: db.execute(*change).rowcount
+        )
         return changed > 0
+
+    async def record_turn(
+        self,
+        message: Memory,
+        status: MemoryStatus,
+        *,
+        error: str | None = None,
+        expect: Sequence[MemoryStatus] | None = None,
+        replies: Sequence[Memory] = (),
+        vector: bool = False,
+    ) -> RecordedTurn:
+        now_us = to_us(utcnow())
+        inserts = [(reply.id, _insert_params(reply)) for reply in replies]
+        blob = codec.vector_blob(message.embedding)
+        vector_params = (blob, message.embedding_model, now_us, message.id)
+        change = _status_change(message.id, status, error, expect, now_us)
+
+        def write(db: sqlite3.Connection) -> tuple[list[sqlite3.Row], bool]:
+            stored = []
+            with immediate(db):
+                for reply_id, params in inserts:
+                    rows = db.execute(_INSERT, params).fetchall()
+                    if not rows:  # recorded already (a turn run again): as it was stored
+                        rows = db.execute(
+                            f"SELECT {codec.MEMORY_COLUMNS} FROM memories WHERE id = ?",
+                            (reply_id,),
+                        ).fetchall()
+                    stored += rows
+                if vector:
+                    db.execute(
+                        "UPDATE memories SET embedding = ?, embedding_model = ?, updated_at = ? "
+                        "WHERE id = ?",
+                        vector_params,
+                    )
+                changed = change is not None and db.execute(*change).rowcount > 0
+            return stored, changed
+
+        # The turn's writes in one transaction, one call (one hand-off where it goes to the
+        # connection's thread).
+        rows, changed = await self._write_near(f"recording the turn of message {message.id}", write)
+        return RecordedTurn([codec.memory_from_row(row) for row in rows], changed)
 
     async def get_memories(
         self,

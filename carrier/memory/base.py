@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, NamedTuple, Self
 
 from carrier.types import (
     AgentRecord,
@@ -26,7 +26,16 @@ from carrier.types import (
     ScoredMemory,
 )
 
-__all__ = ["Store"]
+__all__ = ["RecordedTurn", "Store"]
+
+
+class RecordedTurn(NamedTuple):
+    """What :meth:`Store.record_turn` wrote."""
+
+    replies: list[Memory]
+    """The replies as stored (one recorded already is returned as it was stored)."""
+    changed: bool
+    """Whether the message's status changed (as :meth:`Store.set_memory_status` says)."""
 
 
 class Store(ABC):
@@ -160,6 +169,28 @@ class Store(ABC):
         With ``expect``, only a memory whose status is one of those changes, in one atomic step
         (compare and set): of two processes claiming one reply (pending → sending), exactly one
         gets True. An empty ``expect`` changes nothing."""
+
+    @abstractmethod
+    async def record_turn(
+        self,
+        message: Memory,
+        status: MemoryStatus,
+        *,
+        error: str | None = None,
+        expect: Sequence[MemoryStatus] | None = None,
+        replies: Sequence[Memory] = (),
+        vector: bool = False,
+    ) -> RecordedTurn:
+        """What a turn leaves in the store, in one step: ``replies`` added (each as
+        :meth:`add_memory`: an id stored already keeps what was stored); with ``vector``, the
+        message's ``embedding`` and ``embedding_model`` written (whatever its status; nothing
+        else of it is taken from ``message``); then its status set as
+        ``set_memory_status(message.id, status, error=error, expect=expect)``.
+
+        The SQLite store writes it all in one transaction, with one hand-off to its
+        connection's thread; MongoDB in that order, the replies in one round trip, the vector
+        in the status's update when the status changes. A message that is gone is left gone
+        (``changed`` False); the replies are stored all the same."""
 
     @abstractmethod
     async def get_memories(

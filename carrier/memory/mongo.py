@@ -37,7 +37,7 @@ from bson import ObjectId
 from pymongo import AsyncMongoClient
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
-from pymongo.errors import DuplicateKeyError
+from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from carrier._mongo import DEFAULT_DATABASE, MongoHandle
 from carrier.errors import StoreError
@@ -52,7 +52,7 @@ from carrier.memory._mongo_schema import (
     migrate,
 )
 from carrier.memory._ranked import MemoryQuery, RankedSearch, search_index
-from carrier.memory.base import Store
+from carrier.memory.base import RecordedTurn, Store
 from carrier.memory.index import Shard, VectorFilter, VectorIndex, VectorRows
 from carrier.types import (
     AgentRecord,
@@ -81,6 +81,7 @@ dropped entries since its last poll."""
 _CHANGE_IDS = 10_000
 """Memory ids per change log entry."""
 _VECTOR_INDEX_RECHECK_S = 10.0
+_DUPLICATE_KEY = 11000
 
 Document = dict[str, Any]
 
@@ -395,6 +396,67 @@ class MongoStore(RankedSearch, Store):
         with self._errors(f"setting the status of memory {memory_id}"):
             result = await col.update_one(query, {"$set": update})
         return result.matched_count > 0
+
+    async def record_turn(
+        self,
+        message: Memory,
+        status: MemoryStatus,
+        *,
+        error: str | None = None,
+        expect: Sequence[MemoryStatus] | None = None,
+        replies: Sequence[Memory] = (),
+        vector: bool = False,
+    ) -> RecordedTurn:
+        col = self._col("memories")
+        now = utcnow()
+        status_set = {"status": str(status), "error": error, **codec.stamp("updated", now)}
+        vector_set = codec.vector_update(message, now) if vector else {}
+        with self._errors(f"recording the turn of message {message.id}"):
+            stored = await self._insert_replies(col, replies)
+            changed = written = False
+            if expect is None or expect:
+                query: Document = {"_id": message.id}
+                if expect is not None:  # one document update is atomic: filter and change
+                    query["status"] = {"$in": [str(s) for s in expect]}
+                # The vector rides with the status when the status changes: one round trip.
+                result = await col.update_one(query, {"$set": status_set | vector_set})
+                changed = written = result.matched_count > 0
+            if vector_set and not written:
+                result = await col.update_one({"_id": message.id}, {"$set": vector_set})
+                written = result.matched_count > 0
+        if vector_set and written:
+            self._index_memory(message)
+            await self._log_change(message.agent_id, ids=[message.id])
+        return RecordedTurn(stored, changed)
+
+    async def _insert_replies(
+        self, col: AsyncCollection[Document], replies: Sequence[Memory]
+    ) -> list[Memory]:
+        """``replies`` added in one round trip, as :meth:`add_memory` adds each; those stored
+        already (a turn run again) come back as they were stored."""
+        if not replies:
+            return []
+        docs = [codec.memory_doc(reply) for reply in replies]
+        taken: set[int] = set()
+        try:
+            await col.insert_many(docs, ordered=False)
+        except BulkWriteError as exc:
+            errors: list[dict[str, Any]] = exc.details.get("writeErrors") or []
+            if not errors or any(e.get("code") != _DUPLICATE_KEY for e in errors):
+                raise
+            taken = {int(e["index"]) for e in errors}
+        earlier: dict[str, Document] = {}
+        if taken:
+            ids = [docs[i]["_id"] for i in taken]
+            earlier = {d["_id"]: d for d in await col.find({"_id": {"$in": ids}}).to_list()}
+        stored = []
+        for i, (reply, doc) in enumerate(zip(replies, docs, strict=True)):
+            if i not in taken:
+                self._index_memory(reply)
+                stored.append(codec.memory_from_doc(doc))  # as inserted: no read back
+            elif doc["_id"] in earlier:
+                stored.append(codec.memory_from_doc(earlier[doc["_id"]]))
+        return stored
 
     async def get_memories(
         self,

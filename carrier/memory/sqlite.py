@@ -2,12 +2,14 @@
 
 The store is assembled from parts, each a module of its own beside this one:
 
-* :mod:`~carrier.memory._sqlite_conn`: one aiosqlite connection (one worker thread) serves every
-  write and every read that may take a while, so writes never run at the same time; an asyncio
-  lock additionally keeps each write, and each multi-statement transaction, whole; SQLite's
-  errors become ``StoreError``. The small reads of a turn (a room's latest messages, a person's
-  facts, rooms, search hits) run at once on the event loop's thread through a read-only
-  connection: a hand-off to the worker thread costs more than they do.
+* :mod:`~carrier.memory._sqlite_conn`: one aiosqlite connection (one worker thread) serves the
+  writes and reads that may take a while; an asyncio lock keeps each write, and each
+  multi-statement transaction, whole, so writes never run at the same time; SQLite's errors
+  become ``StoreError``. The small reads of a turn (a room's latest messages, a person's facts,
+  rooms, search hits) run at once on the event loop's thread through a read-only connection, and
+  its small writes (a memory by id, :meth:`~SQLiteStore.record_turn`) through a writing
+  connection of their own, under the same lock: a hand-off to the worker thread costs more than
+  they do.
 * :mod:`~carrier.memory._sqlite_schema`: the migrations a file gets when it opens.
 * :mod:`~carrier.memory._sqlite_records` and :mod:`~carrier.memory._sqlite_memories`: the Store's
   reads and writes, laid out as rows by :mod:`~carrier.memory._sqlite_codec`.
@@ -86,12 +88,14 @@ class SQLiteStore(Records, Memories, SQLiteSearch, Store):
                     self._db = None
                     await db.close()  # its thread would keep the process from exiting
                     raise
+                self._open_writer()
 
     async def close(self) -> None:
         await self._stop_watch()
         db, self._db = self._db, None
         if db is not None:
             async with self._lock:  # let a running write finish
+                self._close_writer()
                 await db.close()
 
     async def schema_version(self) -> int:

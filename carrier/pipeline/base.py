@@ -88,6 +88,9 @@ class Turn:
     entity: Entity | None = None
     inbound: Memory | None = None
     """The stored inbound message."""
+    vector_unsaved: bool = False
+    """The inbound's vector was made in this turn and is not stored yet: it is written with the
+    message's status when the turn is recorded (:meth:`Store.record_turn`), one write for both."""
     should_respond: bool = False
     respond_reason: str = ""
     state: Any = None

@@ -41,42 +41,40 @@ class EvaluatorStage:
     async def process(self, turn: Turn) -> None:
         rt = turn.runtime
         assert turn.inbound is not None and turn.room is not None
-        if turn.outbound:
-            turn.replies = await self._store_replies(turn)
-
-        ran: list[str] = []
-        later: list[Evaluator] = []
-        for evaluator in list(rt.registry.evaluators.values()):
-            if turn.ended and not evaluator.always_run:
-                continue
-            if evaluator.background:
-                later.append(evaluator)
-                continue
-            try:
-                if await evaluator.validate(turn):
-                    await evaluator.handler(turn)
-                    ran.append(evaluator.name)
-            except ProviderError as exc:
-                # No answer from the model (it kept failing, or the turn's deadline passed): not
-                # a bug, and the reply stands.
-                log.info("evaluator %s had no answer from the model: %s", evaluator.name, exc)
-            except Exception:
-                # The reply is already decided; a failing evaluator must not cost it.
-                log.exception("evaluator %s failed; the turn goes on", evaluator.name)
+        replies = self._replies(turn) if turn.outbound else []
+        due = [e for e in rt.registry.evaluators.values() if e.always_run or not turn.ended]
+        now = [e for e in due if not e.background]
+        later = [e for e in due if e.background]
+        if replies and now:
+            # The turn's own evaluators see its replies stored.
+            turn.replies, replies = await self._add(turn, replies), []
+        ran = await self._run(now, turn)
         status = turn.final_status
         error = turn.ended if status is MemoryStatus.FAILED else None
         stored = status
-        if turn.replies:
+        if replies or turn.replies:
             if status is MemoryStatus.FAILED:  # nothing of a failed turn goes out
+                if replies:  # recorded (once), then failed with the turn
+                    turn.replies, replies = await self._add(turn, replies), []
                 await rt.outbox.fail(turn.inbound.id, error or "the turn failed")
             else:
                 # Closed by the delivery: processed once a reply went out, failed if none did.
                 stored = MemoryStatus.PENDING
-        # Only the turn's own message, still ``received``: a redelivered one that is already
-        # closed (or whose replies are on their way) stays as it is.
-        if await rt.store.set_memory_status(
-            turn.inbound.id, stored, error=error, expect=[MemoryStatus.RECEIVED]
-        ):
+        # One write: the replies, the message's vector and its status. Only the turn's own
+        # message, still ``received``, changes status: a redelivered one that is already closed
+        # (or whose replies are on their way) stays as it is.
+        record = await rt.store.record_turn(
+            turn.inbound,
+            stored,
+            error=error,
+            expect=[MemoryStatus.RECEIVED],
+            replies=replies,
+            vector=turn.vector_unsaved,
+        )
+        turn.vector_unsaved = False
+        if replies:
+            turn.replies = record.replies
+        if record.changed:
             turn.inbound.status = stored
         for evaluator in later:
             rt.background.submit((evaluator.name, turn.room.id), _job(evaluator, turn))
@@ -88,7 +86,30 @@ class EvaluatorStage:
             "ended": turn.ended,
         }
 
-    async def _store_replies(self, turn: Turn) -> list[Memory]:
+    async def _run(self, evaluators: list[Evaluator], turn: Turn) -> list[str]:
+        """Run the evaluators that belong to the turn; returns the names of those that ran."""
+        ran = []
+        for evaluator in evaluators:
+            try:
+                if await evaluator.validate(turn):
+                    await evaluator.handler(turn)
+                    ran.append(evaluator.name)
+            except ProviderError as exc:
+                # No answer from the model (it kept failing, or the turn's deadline passed): not
+                # a bug, and the reply stands.
+                log.info("evaluator %s had no answer from the model: %s", evaluator.name, exc)
+            except Exception:
+                # The reply is already decided; a failing evaluator must not cost it.
+                log.exception("evaluator %s failed; the turn goes on", evaluator.name)
+        return ran
+
+    @staticmethod
+    async def _add(turn: Turn, replies: list[Memory]) -> list[Memory]:
+        return [await turn.runtime.store.add_memory(memory) for memory in replies]
+
+    @staticmethod
+    def _replies(turn: Turn) -> list[Memory]:
+        """The turn's replies as memories to store (``pending``: the outbox)."""
         rt = turn.runtime
         assert turn.inbound is not None and turn.room is not None
         agent_entity = stable_id(rt.agent_id, "agent")
@@ -126,5 +147,5 @@ class EvaluatorStage:
                 # delivered, in the background (carrier.reply_vectors).
                 status=MemoryStatus.PENDING,  # until the client has sent it
             )
-            replies.append(await rt.store.add_memory(memory))
+            replies.append(memory)
         return replies

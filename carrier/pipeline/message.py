@@ -212,7 +212,9 @@ class MessageManager:
             vector = await rt.embedder.embed_one(text)
             turn.inbound.embedding = vector.tolist()
             turn.inbound.embedding_model = rt.embedder.model_id
-            await rt.store.update_memory(turn.inbound)
+            # Stored with the message's status at the turn's end (one write, not two): nothing
+            # in the turn reads it from the store (recall leaves the turn's own message out).
+            turn.vector_unsaved = True
         return True
 
     async def _should_respond(self, turn: Turn) -> tuple[bool, str]:

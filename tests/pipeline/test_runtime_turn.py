@@ -112,6 +112,8 @@ async def test_runtime_turn_model_error_marks_message_failed(make_runtime, store
     [memory] = await store.get_memories(agent_id=runtime.agent_id)
     assert memory.status is MemoryStatus.FAILED
     assert memory.error == "RuntimeError: vendor exploded"
+    # The vector the turn made is kept with the failure, so the message is recalled later.
+    assert memory.embedding is not None and memory.embedding_model == runtime.embedder.model_id
 
 
 async def test_runtime_turn_redelivered_message_is_answered_once(make_runtime, store) -> None:
