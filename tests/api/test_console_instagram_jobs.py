@@ -3,10 +3,10 @@
 model and the hashing embedder) posting to the loopback fake Graph API through a loopback FTP
 server, approval required.
 
-The walk: an upload becomes a draft awaiting approval, shown with its image framed as Instagram
-will show it; its caption is edited and it is approved; the fake Graph API receives the post
-with the edited caption and the publish history shows it with its permalink, counted against
-the daily limit. The Jobs view lists the jobs, filters them, shows one's history, cancels the
+The walk: an upload becomes a draft awaiting approval, shown with its image as the server
+converts it for the upload; its caption is edited and it is approved; the fake Graph API
+receives the post with the edited caption and the publish history shows it with its permalink,
+counted in the account's quota (the fake Graph API's ``content_publishing_limit``). The Jobs view lists the jobs, filters them, shows one's history, cancels the
 plan's pending job and runs it again (it drafts a post from the library). An agent's token sees
 its agent, is told that cancel needs the admin token, and rejects that draft itself. Both views fit a 400 px screen. Screenshots go to
 ``test-artifacts/console-instagram*.png`` and ``console-jobs*.png``.
@@ -151,13 +151,21 @@ async def walk(
         section = page.locator(f"#ig-{agent_id}")
         await expect(section.locator(".ig-plan")).to_contain_text("approval required")
         await expect(section.locator(".ig-runs")).to_contain_text(f"cron '{PLAN_CRON}' (UTC)")
-        await expect(section.locator(".ig-quota")).to_have_text("0 of 25 posts in the last 24 h")
+        # Instagram's own count (the fake Graph API's content_publishing_limit), and Carrier's.
+        quota = section.locator(".ig-quota")
+        await expect(quota).to_have_text("0 of 50 posts in the last 24 h (Instagram's count)")
+        await expect(section.locator(".ig-quota-note")).to_contain_text(
+            "Carrier published 0 of its own limit of 25"
+        )
         card = section.locator(f"#draft-{draft['id']}")
         image = card.locator("img")
         await expect(image).to_have_count(1)
-        assert await image.evaluate("img => img.complete && img.naturalWidth") == 1600
-        # wider than Instagram takes: framed at 1.91:1, padded (the default); stored renamed
-        await expect(card.locator("figcaption")).to_contain_text(".png · padded to 1.91:1")
+        # wider than Instagram takes: converted by the server as it will be uploaded, padded to
+        # 1.91:1 (the default) and resized to 1440 px
+        assert await image.evaluate("img => img.complete && img.naturalWidth") == 1440
+        caption_line = card.locator("figcaption")
+        await expect(caption_line).to_contain_text("as uploaded, 1440×754")
+        await expect(caption_line).to_contain_text("padded aspect ratio 2.67:1 to 1.91:1")
         caption = card.get_by_label("Caption")
         await expect(caption).to_have_value(CAPTION)
         await page.screenshot(path=str(ARTIFACTS / "console-instagram-draft.png"), full_page=True)
@@ -181,7 +189,10 @@ async def walk(
         await expect(row.get_by_role("link", name="permalink")).to_have_attribute(
             "href", post["permalink"]
         )
-        await expect(section.locator(".ig-quota")).to_have_text("1 of 25 posts in the last 24 h")
+        await expect(quota).to_have_text("1 of 50 posts in the last 24 h (Instagram's count)")
+        await expect(section.locator(".ig-quota-note")).to_contain_text(
+            "Carrier published 1 of its own limit of 25"
+        )
         await expect(section).to_contain_text("No draft waits for approval.")
 
         # A comment comes by webhook; its reply waits for approval; edited and approved here.
@@ -279,7 +290,9 @@ async def walk(
         section = page.locator(f"#ig-{agent_id}")
         await expect(section.locator(".ig-history tbody tr")).to_have_count(1)
         card = section.locator(f"#draft-{plan_job}")
-        await expect(card.locator("figcaption")).to_have_text("pier.jpg")  # square: as it is
+        await expect(card.locator("figcaption")).to_have_text(  # square: sent as it is
+            "pier.jpg · as uploaded, 1080×1080 · unchanged"
+        )
         await card.get_by_role("button", name="Reject").click()
         await expect(page.locator("#ig-notice")).to_contain_text("Rejected Harbour's draft")
         await expect(section).to_contain_text("No draft waits for approval.")

@@ -1,8 +1,10 @@
 // The Instagram view: for each agent that posts on Instagram, its posting plan and next runs
 // (GET /jobs/schedules), the drafts awaiting approval (instagram.post jobs) with their images
-// framed as Instagram will show them, the caption editable, approve / reject; the publish
-// history (instagram.publish jobs) with permalinks and errors; and the posts counted against the
-// account's daily limit. Everything comes from the job store; text is set as text.
+// as they will be uploaded (GET /jobs/{id}/preview/{n}: converted by the Instagram adapter),
+// the caption editable, approve / reject; the publish history (instagram.publish jobs) with
+// permalinks and errors; and the account's publishing quota (GET /agents/{id}/quotas:
+// Instagram's own count where the publisher is graph, else the posts Carrier recorded). Text is
+// set as text.
 
 import { ApiError, call, token } from "./api.js";
 import { stateBadge, visibleAgents, when } from "./jobs.js";
@@ -10,9 +12,6 @@ import { stateBadge, visibleAgents, when } from "./jobs.js";
 const POST = "instagram.post";
 const INBOUND = "instagram.inbound";
 const PUBLISH = "instagram.publish";
-const DAY_MS = 24 * 3600 * 1000;
-const MIN_ASPECT = 4 / 5; // clients/instagram/media/images.py: what Instagram takes
-const MAX_ASPECT = 1.91;
 const CAPTION_MAX = 2200;
 const HISTORY = 20; // publish jobs shown
 
@@ -24,12 +23,13 @@ function posts(agent) {
   return (agent.character?.clients || []).includes("instagram");
 }
 
-/** An image of a draft as a data: URL (the page's CSP allows images from itself and data:
- * only, and an <img> cannot send the bearer token). */
-async function imageData(jobId, index) {
+/** An image of a draft (``what``: "preview", converted as it will be uploaded, or "media", the
+ * file as it is) as a data: URL, with what the conversion did and the size it has (the page's
+ * CSP allows images from itself and data: only, and an <img> cannot send the bearer token). */
+async function imageData(jobId, index, what = "preview") {
   const headers = { "X-Carrier-Client": "console" };
   if (token.get()) headers.Authorization = `Bearer ${token.get()}`;
-  const response = await fetch(`/jobs/${encodeURIComponent(jobId)}/media/${index}`, { headers });
+  const response = await fetch(`/jobs/${encodeURIComponent(jobId)}/${what}/${index}`, { headers });
   if (!response.ok) {
     let body = {};
     try {
@@ -40,12 +40,39 @@ async function imageData(jobId, index) {
     throw new ApiError(response.status, body);
   }
   const blob = await response.blob();
-  return new Promise((resolve, reject) => {
+  const src = await new Promise((resolve, reject) => {
     const reader = new FileReader();
     reader.onload = () => resolve(reader.result);
     reader.onerror = () => reject(reader.error);
     reader.readAsDataURL(blob);
   });
+  let changes = [];
+  try {
+    changes = JSON.parse(response.headers.get("X-Carrier-Media-Changes") || "[]");
+  } catch {
+    changes = [];
+  }
+  return { src, changes, size: (response.headers.get("X-Carrier-Media-Size") || "").replace("x", "×") };
+}
+
+/** The account's quota in words: the line, and what else to know (or ""). */
+function quotaWords(quota) {
+  const hours = Math.round(quota.window_s / 3600);
+  const window = hours === 24 ? "24 h" : `${hours} h`;
+  const used = quota.limit == null ? `${quota.used}` : `${quota.used} of ${quota.limit}`;
+  const whose = quota.source === "platform" ? "Instagram's count" : "counted by Carrier";
+  const line = `${used} ${quota.what} in the last ${window} (${whose})`;
+  const more = [];
+  if (quota.note) more.push(`${quota.note}.`);
+  if (quota.source === "platform" && quota.carrier_limit != null) {
+    more.push(`Carrier published ${quota.carrier_used} of its own limit of ${quota.carrier_limit} (clientConfig.instagram.dailyLimit).`);
+  }
+  const full = (quota.limit != null && quota.used >= quota.limit) || (quota.carrier_limit != null && quota.carrier_used >= quota.carrier_limit);
+  if (full) {
+    const free = quota.next_free_at ? `the next slot frees ${when(quota.next_free_at)}` : "posts wait until a slot frees";
+    more.push(`Full: ${free}; drafts approved meanwhile are published then.`);
+  }
+  return { line, more: more.join(" ") };
 }
 
 /** What the plan says, in a line. */
@@ -81,32 +108,45 @@ export function mount(root, ctx) {
     notice.textContent = text;
   };
 
-  function preview(job, draft, fit) {
+  function preview(job, draft) {
     const frames = el("div", { className: "ig-frames" });
     draft.media.forEach((path, index) => {
       const name = path.split(/[\\/]/).pop();
-      const frame = el("figure", { className: `ig-frame fit-${fit}` });
+      const frame = el("figure", { className: "ig-frame" });
       const caption = el("figcaption", { textContent: name });
       frame.append(el("div", { className: "ig-placeholder", textContent: "loading…" }), caption);
       frames.append(frame);
       if (/\.(mp4|mov|m4v)$/i.test(name)) {
-        frame.firstChild.textContent = `video (${draft.kind}): not previewed here`;
+        frame.firstChild.textContent = `video (${draft.kind}): uploaded as it is, not previewed here`;
         return;
       }
+      const show = ({ src, changes, size }, alt, words) => {
+        const img = el("img", { src, alt });
+        // Its own shape (the frame's default is square); the page's CSP allows CSSOM styles.
+        img.addEventListener("load", () => {
+          img.style.aspectRatio = `${img.naturalWidth} / ${img.naturalHeight}`;
+          img.style.objectFit = "contain";
+        });
+        frame.firstChild.replaceWith(img);
+        caption.textContent = words(size, changes);
+      };
       imageData(job.id, index)
-        .then((src) => {
-          const img = el("img", { src, alt: `${name}, framed as Instagram will show it` });
-          img.addEventListener("load", () => {
-            const natural = img.naturalWidth / img.naturalHeight;
-            const shown = Math.min(MAX_ASPECT, Math.max(MIN_ASPECT, natural));
-            img.style.aspectRatio = String(shown);
-            if (shown !== natural) {
-              caption.textContent = `${name} · ${fit === "crop" ? "cropped" : "padded"} to ${shown === MIN_ASPECT ? "4:5" : "1.91:1"}`;
+        .then((got) =>
+          show(got, `${name} as it will be uploaded`, (size, changes) =>
+            `${name} · as uploaded, ${size} · ${changes.length ? changes.join("; ") : "unchanged"}`,
+          ),
+        )
+        .catch(async (error) => {
+          if (error instanceof ApiError && error.code === "no_preview") {
+            // No adapter converts these: the file as it is, and why.
+            try {
+              const got = await imageData(job.id, index, "media");
+              show(got, name, () => `${name} · the file as it is (${error.message})`);
+              return;
+            } catch (again) {
+              error = again;
             }
-          });
-          frame.firstChild.replaceWith(img);
-        })
-        .catch((error) => {
+          }
           frame.firstChild.replaceWith(el("p", { className: "ig-placeholder error", textContent: ctx.describe(error) }));
         });
     });
@@ -154,7 +194,7 @@ export function mount(root, ctx) {
     if (job.approval_expires_at) meta.push(`expires ${when(job.approval_expires_at)}`);
     if (draft.dry_run) meta.push("dry run");
     card.append(
-      preview(job, draft, config.fit || config.aspect || config.aspectMode || "pad"),
+      preview(job, draft),
       el(
         "div",
         { className: "ig-draft-body" },
@@ -244,24 +284,18 @@ export function mount(root, ctx) {
 
   async function agentPanel(agent) {
     const id = encodeURIComponent(agent.id);
-    const [schedules, drafts, published, replies] = await Promise.all([
+    const [schedules, drafts, published, replies, quotas] = await Promise.all([
       call("GET", `/jobs/schedules?agent_id=${id}&kind=${POST}`),
       call("GET", `/jobs?agent_id=${id}&kind=${POST}&state=awaiting_approval`),
       call("GET", `/jobs?agent_id=${id}&kind=${PUBLISH}&limit=${HISTORY}`),
       call("GET", `/jobs?agent_id=${id}&kind=${INBOUND}&state=awaiting_approval`),
+      call("GET", `/agents/${id}/quotas`).catch((error) => error),
     ]);
     const config = instagramConfig(agent);
-    const limit = config.dailyLimit || config.dailyPublishLimit || config.daily_limit || 50;
-    const since = Date.now() - DAY_MS;
-    // The history holds every job of the last 24 h unless it is full and all of it that recent:
-    // then the day's succeeded ones are read on their own.
-    let recent = published;
-    if (published.length === HISTORY && published.every((j) => new Date(j.created_at) > since)) {
-      recent = await call("GET", `/jobs?agent_id=${id}&kind=${PUBLISH}&state=succeeded&limit=500`);
-    }
-    const counted = recent.filter(
-      (j) => j.result && j.result.published !== false && !j.result.dry_run && j.state === "succeeded" && new Date(j.updated_at) > since,
-    );
+    const quota = Array.isArray(quotas) ? quotas.find((q) => q.client === "instagram") : null;
+    const words = quota
+      ? quotaWords(quota)
+      : { line: "quota unknown", more: quotas instanceof Error ? `The quota could not be read: ${ctx.describe(quotas)}` : "" };
     const runs = schedules.length
       ? schedules.map((s) => {
           const next = s.finished ? "done" : s.next_at ? `next ${when(s.next_at)}` : "not queued yet";
@@ -282,8 +316,9 @@ export function mount(root, ctx) {
         "div",
         { className: "panel-head" },
         el("div", { className: "title" }, el("h3", { textContent: agent.name }), el("span", { className: "agent-id", textContent: agent.id })),
-        el("span", { className: "ig-quota", textContent: `${counted.length} of ${limit} posts in the last 24 h` }),
+        el("span", { className: "ig-quota", textContent: words.line }),
       ),
+      words.more ? el("p", { className: "meta ig-quota-note", textContent: words.more }) : "",
       el("p", { className: "meta ig-plan", textContent: planLine(config) }),
       el("ul", { className: "schedule-list ig-runs" }, ...runs),
       el("h4", { textContent: `Drafts awaiting approval (${drafts.length})` }),
