@@ -1,11 +1,12 @@
-"""Vector and text search over the memories collection (internal to the MongoDB store).
+"""Search in the MongoDB store: the three steps of a ranked search, by vector and by text.
 
-Three ways to rank by vector, best first:
+:class:`MongoSearch` gives :class:`~carrier.memory._ranked.RankedSearch` the nearest vectors,
+ranked one of three ways, best first:
 
 * ``$vectorSearch`` (Atlas, or mongod with mongot) over a vector search index per dimension
   (:func:`ensure_vector_index` makes it), filtered in the server;
-* the in-process :class:`~carrier.memory.index.VectorIndex`, loaded with :func:`load_vectors`,
-  on servers without it;
+* the in-process :class:`~carrier.memory.index.VectorIndex` on servers without it, polled for
+  what other processes wrote (:mod:`carrier.memory._mongo_changes`);
 * :func:`exact_search`: filter in MongoDB, score with numpy, while that index loads.
 
 Text: ``$text`` over the ``memories_text`` index where the server has text indexes, else the
@@ -17,23 +18,30 @@ from __future__ import annotations
 import logging
 import math
 import re
-from collections.abc import AsyncIterator, Sequence
+import time
+from collections.abc import Sequence
 from typing import Any
 
+from pymongo import AsyncMongoClient
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.errors import OperationFailure
 from pymongo.operations import SearchIndexModel
 
+from carrier._mongo import DEFAULT_DATABASE, MongoHandle
+from carrier.errors import StoreError
 from carrier.memory import _mongo_codec as codec
+from carrier.memory._mongo_changes import MongoChanges
+from carrier.memory._mongo_conn import STORE, Document
+from carrier.memory._ranked import MemoryQuery, RankedSearch, search_index
 from carrier.memory.hybrid import query_terms
-from carrier.memory.index import Shard, VectorRows
 from carrier.memory.vector import cosine_top_k
+from carrier.types import ScoredMemory
 
 __all__ = [
     "VECTOR_FILTER_FIELDS",
+    "MongoSearch",
     "ensure_vector_index",
     "exact_search",
-    "load_vectors",
     "text_hits",
     "vector_index_name",
     "vector_search_pipeline",
@@ -54,9 +62,10 @@ VECTOR_FILTER_FIELDS = (
 )
 """Fields a ``$vectorSearch`` filter may name: each is declared in the search index."""
 
-_LOAD_BATCH = 10_000
 _TEXT_SCAN_LIMIT = 5_000
 """Without a text index, at most this many word-matching memories are ranked."""
+_VECTOR_INDEX_RECHECK_S = 10.0
+"""How long a ``$vectorSearch`` index seen not queryable yet is taken as such before asking."""
 
 
 async def exact_search(
@@ -87,46 +96,6 @@ async def exact_search(
     return [
         (candidates[int(i)]["_id"], float(score)) for i, score in zip(indices, scores, strict=True)
     ]
-
-
-def vectors_filter(agent_id: str, model: str, dim: int, shard: Shard) -> dict[str, Any]:
-    """The agent's ``model`` vectors of ``dim`` dimensions of the kinds the shard holds."""
-    query: dict[str, Any] = {"agent_id": agent_id, "embedding_model": model, "embedding_dim": dim}
-    if shard.kinds is not None:
-        query["kind"] = {"$in": sorted(shard.kinds)}
-    return query
-
-
-async def load_vectors(
-    memories: Collection, agent_id: str, model: str, dim: int, shard: Shard
-) -> AsyncIterator[VectorRows]:
-    """The agent's ``model`` vectors of ``dim`` dimensions of the shard's kinds in pages, in
-    insertion order."""
-    cursor = memories.find(
-        vectors_filter(agent_id, model, dim, shard),
-        {"_id": 1, "room_id": 1, "entity_id": 1, "kind": 1, "created_us": 1, "embedding": 1},
-        sort=[("seq", 1)],
-        batch_size=_LOAD_BATCH,
-    )
-    page: list[dict[str, Any]] = []
-    async for doc in cursor:
-        page.append(doc)
-        if len(page) == _LOAD_BATCH:
-            yield _rows(page, dim)
-            page = []
-    if page:
-        yield _rows(page, dim)
-
-
-def _rows(docs: list[dict[str, Any]], dim: int) -> VectorRows:
-    return VectorRows(
-        ids=[d["_id"] for d in docs],
-        rooms=[d["room_id"] for d in docs],
-        entities=[d["entity_id"] for d in docs],
-        kinds=[d["kind"] for d in docs],
-        created_us=[d["created_us"] for d in docs],
-        vectors=codec.vector_matrix((d["embedding"] for d in docs), dim),
-    )
 
 
 # -- $vectorSearch -------------------------------------------------------------------------------
@@ -240,3 +209,112 @@ async def text_hits(
     ]
     scored.sort(key=lambda pair: (-pair[0], pair[1]))
     return [docs[i]["_id"] for _, i in scored[:limit]]
+
+
+class MongoSearch(RankedSearch, MongoChanges):
+    """``search_memories`` and ``search_hybrid`` over the MongoDB database (a part of
+    :class:`~carrier.memory.mongo.MongoStore`)."""
+
+    def __init__(
+        self,
+        *,
+        client: AsyncMongoClient[Document] | None = None,
+        database: str = DEFAULT_DATABASE,
+        handle: MongoHandle | None = None,
+    ) -> None:
+        super().__init__(client=client, database=database, handle=handle)
+        self._vector_index_ready: dict[int, float] = {}
+        """Per dimension: when the ``$vectorSearch`` index was last seen not queryable (0: it is)."""
+
+    async def _vector_hits(
+        self, query: MemoryQuery, embedding: Sequence[float], embedding_model: str, k: int
+    ) -> list[tuple[str, float]]:
+        """By ``$vectorSearch`` where the server has it, else from the vector index when it is
+        loaded, else from the vectors in the database."""
+        dim = len(embedding)
+        where = _search_filter(query)
+        memories = self._col("memories")
+        with self._errors("searching memories"):
+            if self.supports_vector_search and await self._vector_index_queryable(dim):
+                filters = where | {"embedding_model": embedding_model}
+                pipeline = vector_search_pipeline(filters=filters, embedding=embedding, k=k)
+                docs = await (await memories.aggregate(pipeline)).to_list()
+                return [(doc["_id"], float(doc["score"])) for doc in docs]
+            if self.vectors is not None:
+                await self._poll_changes(query.agent_id)
+                found = await search_index(self.vectors, query, embedding, embedding_model, k)
+                if found is not None:
+                    return found
+            try:
+                return await exact_search(
+                    memories, where, embedding=embedding, embedding_model=embedding_model, k=k
+                )
+            except ValueError as exc:
+                raise StoreError(
+                    f"{STORE} {self._mongo.where}: searching memories failed: a stored "
+                    f"{embedding_model} vector is unreadable: {exc}"
+                ) from exc
+
+    async def _scored(
+        self, hits: Sequence[tuple[str, float]], *, embeddings: bool = True
+    ) -> list[ScoredMemory]:
+        if not hits:
+            return []
+        docs = await self._find(
+            "reading search results",
+            "memories",
+            {"_id": {"$in": [i for i, _ in hits]}},
+            None if embeddings else {"embedding": 0},
+        )
+        by_id = {doc["_id"]: codec.memory_from_doc(doc) for doc in docs}
+        return [
+            ScoredMemory(memory=by_id[memory_id], score=score)
+            for memory_id, score in hits
+            if memory_id in by_id
+        ]
+
+    async def _text_hits(self, query: MemoryQuery, text: str, limit: int) -> list[str]:
+        """By the text index's score where there is one, else by counting matched words."""
+        with self._errors("searching memories by text"):
+            return await text_hits(
+                self._col("memories"),
+                _search_filter(query),
+                text,
+                limit=limit,
+                text_index=bool(self.supports_text_search),
+            )
+
+    async def prepare_search(self, *, agent_id: str, embedding_model: str, dim: int) -> None:
+        if self.supports_vector_search:
+            with self._errors("preparing vector search"):
+                await self._vector_index_queryable(dim)
+        elif self.vectors is not None:
+            await self.vectors.prepare(agent_id, embedding_model, dim)
+
+    async def _vector_index_queryable(self, dim: int) -> bool:
+        seen = self._vector_index_ready.get(dim)
+        if seen == 0.0:
+            return True
+        now = time.monotonic()
+        if seen is not None and now - seen < _VECTOR_INDEX_RECHECK_S:
+            return False
+        ready = await ensure_vector_index(self._col("memories"), dim)
+        self._vector_index_ready[dim] = 0.0 if ready else now
+        return ready
+
+
+def _search_filter(query: MemoryQuery) -> dict[str, Any]:
+    """The MongoDB filter of a search (``query`` matches something)."""
+    where = codec.memory_filter(
+        query.agent_id,
+        query.room_id,
+        query.entity_id,
+        query.kinds,
+        since=query.since,
+        before=query.before,
+    )
+    if where is None:  # an empty kinds
+        return {"_id": {"$in": []}}
+    if query.exclude_ids:
+        where["_id"] = {"$nin": list(query.exclude_ids)}
+    return where

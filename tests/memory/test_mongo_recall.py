@@ -11,8 +11,8 @@ import pytest
 
 pytest.importorskip("pymongo", reason="pymongo is not installed: make install-dev")
 
+from carrier.memory import _mongo_changes as changes_module
 from carrier.memory import _mongo_search as search
-from carrier.memory import mongo as mongo_module
 from carrier.memory.mongo import MongoStore
 from carrier.types import Content, Memory
 from tests.mongo_servers import MongoServer
@@ -56,7 +56,7 @@ async def test_mongo_uses_the_in_process_index_without_vector_search(store: Mong
 async def test_mongo_index_sees_other_processes_inserts(
     database_uri: str, store: MongoStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(mongo_module, "_POLL_INTERVAL_S", 0.0)
+    monkeypatch.setattr(changes_module, "_POLL_INTERVAL_S", 0.0)
     await store.add_memory(_memory("mine", [1.0, 0.0, 0.0]))
     assert (
         len(await store.search_memories(agent_id="a", embedding=[0, 1.0, 0], embedding_model=MODEL))
@@ -82,7 +82,7 @@ async def test_mongo_index_sees_other_processes_inserts(
 async def test_mongo_index_sees_other_processes_updates_and_deletions(
     database_uri: str, store: MongoStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(mongo_module, "_POLL_INTERVAL_S", 0.0)
+    monkeypatch.setattr(changes_module, "_POLL_INTERVAL_S", 0.0)
     moves = await store.add_memory(_memory("moves", [1.0, 0.0, 0.0]))
     goes = await store.add_memory(_memory("goes", [0.0, 1.0, 0.0]))
     room = await store.add_memory(_memory("in r2", [0.0, 0.7, 0.7], room_id="r2"))
@@ -117,7 +117,7 @@ async def test_mongo_index_sees_other_processes_updates_and_deletions(
 async def test_mongo_index_reloads_after_another_process_deletes_the_agent(
     database_uri: str, store: MongoStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(mongo_module, "_POLL_INTERVAL_S", 0.0)
+    monkeypatch.setattr(changes_module, "_POLL_INTERVAL_S", 0.0)
     await store.add_memory(_memory("old life", [1.0, 0.0, 0.0]))
     await store.search_memories(agent_id="a", embedding=[1.0, 0, 0], embedding_model=MODEL)
     async with MongoStore.from_url(database_uri) as other:
@@ -132,11 +132,11 @@ async def test_mongo_index_reloads_after_another_process_deletes_the_agent(
 async def test_mongo_index_idle_past_the_change_log_reloads(
     store: MongoStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(mongo_module, "_POLL_INTERVAL_S", 0.0)
+    monkeypatch.setattr(changes_module, "_POLL_INTERVAL_S", 0.0)
     await store.add_memory(_memory("x", [1.0, 0.0, 0.0]))
     await store.search_memories(agent_id="a", embedding=[1.0, 0, 0], embedding_model=MODEL)
     assert store.vectors is not None and store.vectors.has_agent("a")
-    monkeypatch.setattr(mongo_module, "_POLL_HORIZON_S", -1.0)  # as if idle past the log
+    monkeypatch.setattr(changes_module, "_POLL_HORIZON_S", -1.0)  # as if idle past the log
     hits = await store.search_memories(agent_id="a", embedding=[1.0, 0, 0], embedding_model=MODEL)
     assert [h.memory.content.text for h in hits] == ["x"]  # read again from the database
 

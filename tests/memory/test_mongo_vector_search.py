@@ -14,7 +14,6 @@ import pytest
 pytest.importorskip("pymongo", reason="pymongo is not installed: make install-dev")
 
 from carrier.memory import _mongo_search as search
-from carrier.memory import mongo as mongo_module
 from carrier.memory.mongo import MongoStore
 from carrier.types import Content, Memory, MemoryKind
 from tests.mongo_servers import ProxiedMongoServer
@@ -80,7 +79,7 @@ async def test_vector_search_is_detected_and_its_index_created_then_used(
     assert _searches(server, database) == []
 
     server.proxy.make_ready()
-    monkeypatch.setattr(mongo_module, "_VECTOR_INDEX_RECHECK_S", 0.0)
+    monkeypatch.setattr(search, "_VECTOR_INDEX_RECHECK_S", 0.0)
     hits = await store.search_memories(
         agent_id="a", embedding=[1.0, 0.1, 0.0], embedding_model=MODEL
     )
