@@ -10,11 +10,12 @@ numbers usable as the keys of an ANN index built over the same rows.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from carrier.memory.index._blas import one_blas_thread
+from carrier.memory.index._postings import Codes, Postings
 
 __all__ = ["VectorFilter", "VectorRows", "VectorSet"]
 
@@ -73,68 +74,6 @@ class VectorRows:
         )
 
 
-@dataclass(slots=True)
-class _Codes:
-    """Strings ↔ small integers, so filter fields are compared as integer arrays."""
-
-    codes: dict[str, int] = field(default_factory=dict)
-    values: list[str] = field(default_factory=list)
-    """By code."""
-
-    def encode(self, value: str) -> int:
-        code = self.codes.get(value)
-        if code is None:
-            code = self.codes[value] = len(self.codes)
-            self.values.append(value)
-        return code
-
-    def get(self, value: str) -> int:
-        return self.codes.get(value, -1)
-
-
-class _Postings:
-    """Rows by field code (a room's rows, a kind's rows), so a filter on a small room reads its
-    rows instead of testing every row. A row is appended when it gets a code; one whose code
-    changed, or that died, stays in its old list, so readers check the rows they get."""
-
-    def __init__(self) -> None:
-        self._rows: list[np.ndarray] = []
-        self._len: list[int] = []
-
-    def add(self, codes: np.ndarray, rows: np.ndarray) -> None:
-        if not rows.size:
-            return
-        parts: Iterable[tuple[int, np.ndarray]]
-        if rows.size <= 16:  # a turn's few rows: grouping them in Python is cheaper
-            grouped: dict[int, list[int]] = {}
-            for code, row in zip(codes.tolist(), rows.tolist(), strict=True):
-                grouped.setdefault(code, []).append(row)
-            parts = ((code, np.array(part, dtype=np.int64)) for code, part in grouped.items())
-        else:
-            order = np.argsort(codes, kind="stable")
-            codes, rows = codes[order], rows[order]
-            distinct, starts = np.unique(codes, return_index=True)
-            parts = zip(distinct.tolist(), np.split(rows, starts[1:]), strict=True)
-        for code, part in parts:
-            while len(self._rows) <= code:
-                self._rows.append(np.zeros(8, dtype=np.int64))
-                self._len.append(0)
-            held, n = self._rows[code], self._len[code]
-            if n + part.size > held.size:
-                # A new array: a reader in another thread may hold a view of the old one.
-                grown = np.zeros(max(n + part.size, 2 * held.size), dtype=np.int64)
-                grown[:n] = held[:n]
-                self._rows[code] = held = grown
-            held[n : n + part.size] = part
-            self._len[code] = n + part.size
-
-    def rows(self, code: int) -> np.ndarray:
-        """The rows listed under ``code`` (none for -1, an unknown value)."""
-        if not 0 <= code < len(self._rows):
-            return np.zeros(0, dtype=np.int64)
-        return self._rows[code][: self._len[code]]
-
-
 _POSTINGS_SHARE = 8
 """A filtered search reads a room's (entity's, kinds') listed rows when they are fewer than
 1/8 of all rows; otherwise it tests every row, which is then about as cheap."""
@@ -163,15 +102,15 @@ class VectorSet:
         self._created = np.zeros(0, dtype=np.int64)
         self._ids: list[str | None] = []
         self._row_of: dict[str, int] = {}
-        self._rooms = _Codes()
-        self._entities = _Codes()
-        self._kinds = _Codes()
+        self._rooms = Codes()
+        self._entities = Codes()
+        self._kinds = Codes()
         self._room_counts = np.zeros(0, dtype=np.int64)
         self._entity_counts = np.zeros(0, dtype=np.int64)
         self._kind_counts = np.zeros(0, dtype=np.int64)
-        self._room_rows = _Postings()
-        self._entity_rows = _Postings()
-        self._kind_rows = _Postings()
+        self._room_rows = Postings()
+        self._entity_rows = Postings()
+        self._kind_rows = Postings()
 
     # -- size --------------------------------------------------------------------------------
     def __len__(self) -> int:
