@@ -2,7 +2,8 @@
 turns are counted into the time series (as ``carrier serve`` does) with the fake model at
 made-up prices: every agent with its state, clients, model, today's figures and budget; the
 cost chart grows after turns; a budget that pauses its agent is seen acting (the agent stopped
-by ``system``, the budget marked spent). The page stays within 400 px. Screenshots go to
+by ``system``, the budget marked spent); the vector index chart shows each agent's rows and how
+it searches. The page stays within 400 px. Screenshots go to
 ``test-artifacts/console-overview*.png``.
 """
 
@@ -111,6 +112,16 @@ async def test_console_overview_charts_move_and_budget_pauses(
                 "generate:"
             )
             await expect(page.locator("#chart-jobs .chart-legend")).to_contain_text("succeeded: 0")
+            # The vector index each agent has in this process: rows, and how it searches.
+            vectors = page.locator("#chart-vectors")
+            await expect(vectors.locator("figcaption")).to_have_text(
+                "Vector index: rows per agent, in this process"
+            )
+            pilot_vectors = vectors.locator(".chart-legend li[data-label='Pilot']")
+            await expect(pilot_vectors).to_contain_text(
+                "exact search; an ANN index is made at 20,000 rows"
+            )
+            await expect(vectors.locator(".chart-legend li")).to_have_count(2)
 
             sent = await http.post(f"/{pilot}/message", json={"text": "and the wind?"})
             assert sent.status_code == 200
@@ -118,6 +129,9 @@ async def test_console_overview_charts_move_and_budget_pauses(
             await page.get_by_role("button", name="Update figures").click()
             await expect(pilot_row.locator("td.num").first).to_have_text("3")
             assert await bar_total(page, "chart-cost") > first
+            # The index took the earlier turns in (at this turn's search): its bar grew.
+            await expect(pilot_vectors).to_contain_text(" rows · ")
+            assert await bar_total(page, "chart-vectors") > 0
             ARTIFACTS.mkdir(exist_ok=True)
             await page.screenshot(path=str(ARTIFACTS / "console-overview.png"), full_page=True)
 
@@ -135,6 +149,10 @@ async def test_console_overview_charts_move_and_budget_pauses(
             await expect(row.locator("td.budget")).to_contain_text("policy pause")
             await expect(page.locator("#overview-line")).to_contain_text("1 over budget")
             assert (await http.get(f"/agents/{lighthouse}")).json()["status"] == "stopped"
+            # Stopped by its budget: what this process still holds of it is shown as it is.
+            await expect(
+                vectors.locator(".chart-legend li[data-label='Lighthouse']")
+            ).to_contain_text("exact search")
             await page.screenshot(
                 path=str(ARTIFACTS / "console-overview-budget.png"), full_page=True
             )

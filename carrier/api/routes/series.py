@@ -1,6 +1,10 @@
 """``GET /metrics/series`` (the console's charts) and ``GET /metrics/summary`` (its overview):
 the time series of :mod:`carrier.series`, as JSON.
 
+Each agent's summary also says what this process's in-process vector index holds for it (rows,
+bytes, whether searches go through its ANN index or are exact, or it is loading), or that it is
+not loaded here: the index lives in the process that runs the agent.
+
 The admin token sees every agent; an agent's token sees that agent only (asking for another
 is 403; asking for none narrows to it; sums are of its own lines, and the global budget is not
 shown). A server without the series (``CARRIER_SERIES=off``, or an API not run by ``carrier
@@ -24,6 +28,7 @@ from carrier.api.state import ApiState, api_state
 from carrier.character import parse_character
 from carrier.errors import CarrierError
 from carrier.llm.budget import Budget, Budgets, Exceeded, budget_of
+from carrier.memory.index.manager import VectorIndex
 from carrier.series.model import COST, ERRORS, TOKENS_COMPLETION, TOKENS_PROMPT, TURNS, Step
 from carrier.series.query import NAME_PATTERN, read_lines
 from carrier.series.recorder import SeriesRecorder
@@ -108,8 +113,31 @@ class FiguresOut(BaseModel):
     """Spent this calendar month."""
 
 
+VectorState = Literal["ann", "exact", "building", "loading", "database", "not_loaded"]
+
+
+class VectorIndexOut(BaseModel):
+    """The agent's vectors in this process's in-process index (what recall searches)."""
+
+    state: VectorState
+    """``ann``: searches go through the ANN index; ``exact``: exact search (fewer rows than
+    ``ann_rows``); ``building``: exact search while its ANN index is made; ``loading``: the
+    vectors are being read from the store; ``database``: the store's server searches
+    (``$vectorSearch``), nothing is held here; ``not_loaded``: not held in this process (the
+    agent does not run here, or has not searched yet)."""
+    rows: int | None
+    """Vectors held (all kinds; knowledge's own set is not counted twice); null unless loaded."""
+    bytes: int
+    """Memory held: the rows and any ANN graph."""
+    ann_rows: int | None
+    """From this many rows a set gets an ANN index; null without an in-process index."""
+    note: str
+    """The state in words."""
+
+
 class AgentSummaryOut(FiguresOut):
     agent_id: str
+    vectors: VectorIndexOut | None = None
     budget: BudgetOut | None = None
     budget_problem: str | None = None
     """Why the character's ``settings.budget`` is not applied (it is not a valid one)."""
@@ -251,6 +279,8 @@ async def read_summary(
     figures: dict[str, dict[str, float]] = {}
     for row in rows:
         figures.setdefault(row.agent, {})[row.name] = row.value
+    vector_stats = state.manager.store.vector_stats()
+    running = set(state.manager.running_ids())
     agents = []
     for agent_id in ids:
         budget, problem = await _budget(state, agent_id)
@@ -263,6 +293,7 @@ async def read_summary(
                 budget=BudgetOut.of(budget),
                 budget_problem=problem,
                 exceeded=ExceededOut.of(exceeded),
+                vectors=_vectors(state, agent_id, vector_stats, running=agent_id in running),
             )
         )
     summed: dict[str, float] = {}
@@ -302,3 +333,38 @@ async def _budget(state: ApiState, agent_id: str) -> tuple[Budget | None, str | 
         return None, None
     except CarrierError as exc:
         return None, str(exc)
+
+
+def _vectors(
+    state: ApiState, agent_id: str, stats: list[dict[str, object]], *, running: bool
+) -> VectorIndexOut:
+    """What this process's vector index holds for the agent (``stats``:
+    :meth:`~carrier.memory.base.Store.vector_stats`)."""
+    index = getattr(state.manager.store, "vectors", None)
+    ann_rows = index.ann_rows if isinstance(index, VectorIndex) else None
+    sets = [e for e in stats if e.get("agent_id") == agent_id]
+    size = sum(_int(e.get("bytes")) + _int(e.get("ann_bytes")) for e in sets)
+    main = [e for e in sets if e.get("set") == "main"] or sets
+
+    def out(state: VectorState, note: str, rows: int | None = None) -> VectorIndexOut:
+        return VectorIndexOut(state=state, rows=rows, bytes=size, ann_rows=ann_rows, note=note)
+
+    if not sets:
+        if not running:
+            return out("not_loaded", "not loaded here: the index lives in the process that runs it")
+        if ann_rows is None:
+            return out("database", "searched by the store's server ($vectorSearch)")
+        return out("not_loaded", "not loaded yet: it loads at the agent's first search")
+    if any(e.get("rows") is None for e in main):
+        return out("loading", "loading from the store; searches read the database meanwhile")
+    rows = sum(_int(e.get("rows")) for e in main)
+    if all(e.get("ann") for e in main):
+        return out("ann", "ANN index ready", rows)
+    if ann_rows is not None and rows >= ann_rows:
+        return out("building", "exact search while its ANN index is made", rows)
+    limit = f"; an ANN index is made at {ann_rows:,} rows" if ann_rows is not None else ""
+    return out("exact", f"exact search{limit}", rows)
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) else 0

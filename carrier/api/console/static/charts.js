@@ -1,4 +1,5 @@
-// Charts for the console: small SVG line and bar charts, drawn from the lines of GET /metrics/series.
+// Charts for the console: small SVG line and bar charts, drawn from the lines of GET /metrics/series,
+// and horizontal bars for sizes that are not series (drawBars: the vector index per agent).
 //
 // No dependency and nothing fetched: the page's CSP allows its own files only, and no inline style,
 // so colours come from classes (.series-0 ... .series-7 in console.css), never from attributes.
@@ -146,6 +147,57 @@ export function drawChart(figure, { title, lines, kind = "line", unit = "", step
   });
   if (!lines.length) legend.append(el("li", { className: "subtle", textContent: "No data yet." }));
 
+  const caption = figure.querySelector("figcaption") || el("figcaption");
+  caption.textContent = title;
+  figure.replaceChildren(caption, chart, legend);
+}
+
+/** ``text`` cut to ``max`` characters, with an ellipsis. */
+function cut(text, max) {
+  return text.length > max ? `${text.slice(0, max - 1)}…` : text;
+}
+
+/**
+ * Draws ``bars`` ([{label, value, note, tone}]) as horizontal bars, one row each, into
+ * ``figure``: for figures that are a size now, not a series (the vector index's rows per
+ * agent). ``tone`` picks the colour (0-7, as the lines'); ``note`` follows the value in the
+ * legend, which says everything the drawing shows (nothing is only in a tooltip). At most
+ * ``max`` bars are drawn, the largest; the legend names the rest.
+ */
+export function drawBars(figure, { title, bars, unit = "", max = 8 }) {
+  const shown = [...bars].sort((a, b) => (b.value || 0) - (a.value || 0)).slice(0, max);
+  const labelW = 130;
+  const plotW = W - labelW - PAD.right - 48;
+  const rowH = (H - PAD.top - PAD.bottom / 2) / Math.max(4, shown.length);
+  const top = Math.max(1, ...shown.map((b) => b.value || 0));
+  const chart = svg("svg", { viewBox: `0 0 ${W} ${H}`, class: "chart", role: "img" });
+  chart.setAttribute("aria-label", title);
+  const grid = svg("g", { class: "chart-grid" });
+  grid.append(svg("line", { x1: labelW, x2: labelW, y1: PAD.top, y2: PAD.top + rowH * shown.length }));
+  shown.forEach((bar, i) => {
+    const y = PAD.top + i * rowH;
+    grid.append(svg("text", { x: labelW - 8, y: y + rowH / 2 + 4, "text-anchor": "end" }, cut(bar.label, 18)));
+    const width = ((bar.value || 0) / top) * plotW;
+    grid.append(svg("text", { x: labelW + width + 6, y: y + rowH / 2 + 4 }, formatNumber(bar.value ?? null, unit)));
+    const group = svg("g", { class: `series series-${(bar.tone || 0) % COLOURS} bars` });
+    const rect = svg("rect", { x: labelW, y: y + rowH * 0.15, width: Math.max(bar.value ? 2 : 0, width), height: rowH * 0.7 });
+    rect.dataset.value = String(bar.value ?? 0);
+    rect.append(svg("title", {}, `${bar.label}: ${formatNumber(bar.value ?? null, unit)} · ${bar.note}`));
+    group.append(rect);
+    chart.append(group);
+  });
+  chart.prepend(grid);
+
+  const legend = el("ul", { className: "chart-legend" });
+  for (const bar of bars) {
+    const item = el("li", { className: `series-${(bar.tone || 0) % COLOURS}` });
+    item.dataset.label = bar.label;
+    item.append(el("span", { className: "swatch" }), `${bar.label}: `);
+    if (bar.value === null || bar.value === undefined) item.append(bar.note);
+    else item.append(el("b", { textContent: formatNumber(bar.value, unit) }), ` · ${bar.note}`);
+    legend.append(item);
+  }
+  if (!bars.length) legend.append(el("li", { className: "subtle", textContent: "No data yet." }));
   const caption = figure.querySelector("figcaption") || el("figcaption");
   caption.textContent = title;
   figure.replaceChildren(caption, chart, legend);

@@ -1,9 +1,11 @@
 // The overview: every agent with its state, clients, model, today's figures and budget, a status
-// line for the whole service, and the charts (GET /metrics/summary and GET /metrics/series).
+// line for the whole service, and the charts (GET /metrics/summary and GET /metrics/series),
+// with the vector index each agent has in this process (rows, and whether searches go through
+// its ANN index, are exact, or wait for it to load; summary.agents[].vectors).
 // Figures are set as text (never parsed as HTML); a server that keeps no series says so once.
 
 import { ApiError, call } from "./api.js";
-import { drawChart, formatNumber } from "./charts.js";
+import { drawBars, drawChart, formatNumber } from "./charts.js";
 import { clientNodes } from "./health.js";
 
 const $ = (id) => document.getElementById(id);
@@ -18,6 +20,25 @@ function el(tag, props = {}, ...children) {
 const STAGES = ["message", "state", "generate", "actions", "evaluate"];
 const DAYS = 14;
 const JOBS = ["succeeded", "retried", "failed"];
+// The vector index's states (series.py's VectorIndexOut) and their colours (.series-N).
+const VECTOR_TONES = { ann: 2, exact: 0, building: 6, loading: 7, database: 4, not_loaded: 7 };
+const VECTORS_TITLE = "Vector index: rows per agent, in this process";
+
+function bytes(value) {
+  if (value >= 1024 * 1024) return `${(value / (1024 * 1024)).toFixed(1)} MB`;
+  if (value >= 1024) return `${Math.round(value / 1024)} KB`;
+  return `${value} B`;
+}
+
+/** The vector index chart's figure, made beside the other charts the first time. */
+function vectorFigure() {
+  let figure = $("chart-vectors");
+  if (!figure) {
+    figure = el("figure", { id: "chart-vectors", className: "chart-box" }, el("figcaption", { textContent: VECTORS_TITLE }));
+    document.querySelector(".charts").append(figure);
+  }
+  return figure;
+}
 
 function query(params) {
   const search = new URLSearchParams();
@@ -90,6 +111,7 @@ export class Overview {
     for (const figure of document.querySelectorAll(".charts figure")) {
       drawChart(figure, { title: figure.querySelector("figcaption").textContent, lines: [] });
     }
+    drawBars(vectorFigure(), { title: VECTORS_TITLE, bars: [] });
   }
 
   say(text, kind = "") {
@@ -122,6 +144,7 @@ export class Overview {
       this.say("");
       this.renderTable(agents, health, summary);
       this.renderCharts(agents, { turns, latency, spend, trouble, jobs });
+      this.renderVectors(agents, summary);
     } catch (error) {
       if (error instanceof ApiError && error.code === "series_unavailable") {
         this.say(`No figures: ${error.message}.`, "warn");
@@ -174,6 +197,19 @@ export class Overview {
       else if (summary.global_budget) parts.push("within the global budget");
     }
     $("overview-line").textContent = `${parts.join(" · ")}.`;
+  }
+
+  renderVectors(agents, summary) {
+    const name = (id) => agents.find((a) => a.id === id)?.name || id;
+    const bars = (summary?.agents || [])
+      .filter((a) => a.vectors)
+      .map(({ agent_id: id, vectors: v }) => ({
+        label: name(id),
+        value: v.rows,
+        tone: VECTOR_TONES[v.state] ?? 7,
+        note: v.bytes ? `${bytes(v.bytes)} · ${v.note}` : v.note,
+      }));
+    drawBars(vectorFigure(), { title: VECTORS_TITLE, bars, unit: "rows" });
   }
 
   renderCharts(agents, { turns, latency, spend, trouble, jobs }) {
