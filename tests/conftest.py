@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import faulthandler
 import ipaddress
 import os
 import socket
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -66,6 +68,27 @@ def _guarded_getaddrinfo(host: object, *args: object, **kwargs: object):  # type
 socket.socket.connect = _guarded_connect  # type: ignore[method-assign]
 socket.socket.connect_ex = _guarded_connect_ex  # type: ignore[method-assign]
 socket.getaddrinfo = _guarded_getaddrinfo  # type: ignore[assignment]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """The last test's teardown ends the session's fixtures (servers, proxies, the embedder):
+    should it take more than 20 s, every thread's stack is printed after it, so a hang there
+    names its cause in CI's log instead of costing a silent minute."""
+    if nextitem is not None:
+        return (yield)
+    with tempfile.TemporaryFile("w+") as dump:
+        faulthandler.dump_traceback_later(20, exit=False, file=dump)
+        try:
+            return (yield)
+        finally:
+            faulthandler.cancel_dump_traceback_later()
+            dump.seek(0)
+            stacks = dump.read()
+            reporter = item.config.pluginmanager.get_plugin("terminalreporter")
+            if stacks and reporter is not None:
+                reporter.write_sep("=", "the session's teardown took over 20 s; its threads then")
+                reporter.write_line(stacks)
 
 
 @pytest.fixture(autouse=True)
