@@ -10,7 +10,10 @@ How a record is attributed (first that applies), without the runtime knowing abo
 
 1. an ``agent_id`` attribute on the record (``log.info(..., extra={"agent_id": id})``);
 2. the agent set for the current context with :func:`agent_logs` (a contextvar, so tasks
-   started inside inherit it);
+   started inside inherit it): the clients set it around what they do for their agent (the
+   Discord client around its connection, whose event handlers run in tasks it starts; the
+   Instagram client around its start and its job handlers, through :func:`job_logs`), so
+   their lines need not name the agent;
 3. the text names a running agent: its id anywhere in it, or its name as the line's prefix
    (``"Ada: no answer from the model: ..."``, as the pipeline logs turn failures).
 
@@ -23,15 +26,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import logging
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from carrier.safety.redact import redact_text
 
@@ -42,6 +46,7 @@ __all__ = [
     "LogTailHandler",
     "agent_logs",
     "install_log_tail",
+    "job_logs",
     "level_number",
     "tail_agent_logs",
 ]
@@ -72,6 +77,35 @@ def agent_logs(agent_id: str) -> Iterator[None]:
         yield
     finally:
         _AGENT.reset(reset)
+
+
+class _OfAgent(Protocol):
+    @property
+    def agent_id(self) -> str | None: ...
+
+
+_J = TypeVar("_J", bound=_OfAgent)
+_C = TypeVar("_C")
+_R = TypeVar("_R")
+
+
+def job_logs(
+    handler: Callable[[_J, _C], Awaitable[_R]],
+) -> Callable[[_J, _C], Awaitable[_R]]:
+    """A job handler (``handler(job, ctx)``) whose log lines are attributed to its job's agent
+    (``job.agent_id``, when the job has one)::
+
+        service.worker.register(KIND, job_logs(handlers.publish))
+    """
+
+    @functools.wraps(handler)
+    async def attributed(job: _J, ctx: _C) -> _R:
+        if not job.agent_id:
+            return await handler(job, ctx)
+        with agent_logs(job.agent_id):
+            return await handler(job, ctx)
+
+    return attributed
 
 
 @dataclass(frozen=True, slots=True)

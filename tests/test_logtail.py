@@ -1,15 +1,17 @@
 """The log tail: records attributed to an agent (by ``extra``, by context, by its id or name in
-the text), kept in a bounded ring, redacted, and handed to followers."""
+the text; a job handler's by its job's agent), kept in a bounded ring, redacted, and handed to
+followers."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import pytest
 
-from carrier.logtail import LogTail, agent_logs, install_log_tail, level_number
+from carrier.logtail import LogTail, agent_logs, install_log_tail, job_logs, level_number
 from carrier.safety.redact import MARKER, Redactor, using_redactor
 
 log = logging.getLogger("carrier.test.logtail")
@@ -79,3 +81,23 @@ async def test_followers_get_new_lines_from_any_thread(tail: LogTail) -> None:
         line = await asyncio.wait_for(queue.get(), 5)
         assert line.message == "from a thread"
         assert queue.empty()
+
+
+async def test_a_job_handlers_lines_are_its_jobs_agents(tail: LogTail) -> None:
+    @dataclass
+    class Job:
+        agent_id: str | None
+
+    @job_logs
+    async def handler(job: Job, ctx: object) -> str:
+        log.info("handling it")
+        await asyncio.sleep(0)
+        log.info("done with it")
+        return "ok"
+
+    assert await handler(Job("bo-2"), None) == "ok"
+    assert await handler(Job(None), None) == "ok"
+    assert [x.message for x in tail.recent("bo-2")] == ["handling it", "done with it"]
+    assert [x.message for x in tail.recent(None)][-2:] == ["handling it", "done with it"]
+    log.info("after it")  # the context is the caller's again
+    assert tail.recent(None)[-1].message == "after it"

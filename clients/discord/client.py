@@ -5,7 +5,9 @@ as long as the client runs by :class:`~clients.discord.reconnect.Reconnector` (a
 cannot be reached at start-up or after a drop is retried with capped backoff; the client's
 ``state`` says how it goes). This class decides which events reach the runtime, runs the turn
 with the typing indicator on, and sends the answer back safely. A failing handler is logged and
-counted and the next event is handled as usual.
+counted and the next event is handled as usual. What the client logs, and everything logged
+while it handles an event (the runtime's turn too), goes to its agent's log tail
+(:func:`carrier.logtail.agent_logs`), whether or not the line names the agent.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from discord import app_commands
 
 from carrier.clients import Client, ClientRefused, ClientState, ClientStateTracker, ClientStatus
 from carrier.jobs.model import Job
+from carrier.logtail import agent_logs
 from carrier.pipeline.generate import failure_of
 from carrier.types import Memory
 from clients.discord.approval import ApprovalDesk
@@ -152,10 +155,20 @@ class DiscordClient(Client):
         tried, and comes up without a restart), or after ``ready_timeout``. A refused token or
         refused intents raise :class:`ClientRefused` with the fix: retrying cannot help. A
         stopped client is not started again: build a new one."""
+        with self._logs():
+            await self._start()
+
+    def _logs(self) -> contextlib.AbstractContextManager[None]:
+        """Attribute what is logged inside to this client's agent (tasks started inside too)."""
+        return agent_logs(str(self.runtime.character.agent_id))
+
+    async def _start(self) -> None:
         if self._closing:
             raise RuntimeError("this Discord client was stopped; create a new one to reconnect")
         if self._task is not None:
             return
+        # Started inside _logs(): the task copies the context, and so does every task
+        # discord.py starts from it (each event's handler), so their lines are the agent's.
         task = asyncio.create_task(
             self._connection.run(), name=f"discord:{self.runtime.character.name}"
         )
@@ -209,6 +222,10 @@ class DiscordClient(Client):
         """Stop taking new events, let running turns finish (up to ``stop_grace`` seconds, then
         cancel them: the runtime leaves them ``received`` for recovery), then disconnect. A
         connection loop waiting to retry stops at once."""
+        with self._logs():
+            await self._stop()
+
+    async def _stop(self) -> None:
         if self._closing:
             return
         self._closing = True
@@ -300,13 +317,15 @@ class DiscordClient(Client):
 
     @contextlib.contextmanager
     def _tracked(self) -> Iterator[None]:
-        """Count the current handler as in flight (``busy``; ``stop`` waits for it)."""
+        """Count the current handler as in flight (``busy``; ``stop`` waits for it); its lines
+        are the agent's."""
         self.stats.events += 1
         task = asyncio.current_task()
         if task is not None:
             self._inflight.add(task)
         try:
-            yield
+            with self._logs():
+                yield
         finally:
             if task is not None:
                 self._inflight.discard(task)

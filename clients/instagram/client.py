@@ -21,6 +21,7 @@ from carrier.clients import Client
 from carrier.jobs.base import JobStore
 from carrier.jobs.model import Job
 from carrier.jobs.schedule import Schedule
+from carrier.logtail import agent_logs
 from carrier.types import Memory, MemoryKind, MemoryStatus
 from clients.instagram.base import Publisher
 from clients.instagram.config import InstagramConfig, parse_config
@@ -211,6 +212,10 @@ class InstagramClient(Client):
 
     # -- lifecycle --------------------------------------------------------------------------
     async def start(self) -> None:
+        with agent_logs(self.agent_id):  # its lines go to its agent's log tail
+            await self._start()
+
+    async def _start(self) -> None:
         if self.publisher is None:
             self.publisher = build_publisher(
                 character=self.runtime.character,
@@ -235,10 +240,11 @@ class InstagramClient(Client):
             log.warning("instagram (%s): %s", self.runtime.character.name, sentence)
 
     async def stop(self) -> None:
-        self._voice(register=False)
-        self._talk = None
-        if self.publisher is not None:
-            await self.publisher.aclose()
+        with agent_logs(self.agent_id):
+            self._voice(register=False)
+            self._talk = None
+            if self.publisher is not None:
+                await self.publisher.aclose()
 
     def _voice(self, *, register: bool) -> None:
         """The persona's ``style.comment`` in comment replies' prompts, while the client runs."""

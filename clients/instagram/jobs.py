@@ -50,6 +50,7 @@ from carrier.jobs.errors import AwaitApproval, Defer, JobSignal, LeaseLost, Perm
 from carrier.jobs.handler import JobContext
 from carrier.jobs.model import Job, JobState
 from carrier.jobs.service import JobService
+from carrier.logtail import job_logs
 from carrier.types import MemoryStatus
 from clients.instagram.auditing import record_approval, record_publish
 from clients.instagram.caption import prepare_caption
@@ -450,10 +451,11 @@ def register_instagram_jobs(service: JobService, manager: AgentManager) -> Insta
     clients find the store and store their plans' schedules."""
     manager.services.setdefault("jobs", service.store)
     handlers = InstagramJobs(manager)
-    # One post job at a time (all workers): library files are taken without a race.
-    service.worker.register(POST_JOB_KIND, handlers.post, max_concurrent=1)
-    service.worker.register(PUBLISH_JOB_KIND, handlers.publish, max_concurrent=2)
-    service.worker.register(NOTICE_JOB_KIND, handlers.notice)
-    service.worker.register(PERMALINK_JOB_KIND, handlers.permalink)
+    # One post job at a time (all workers): library files are taken without a race. What a
+    # handler logs goes to its agent's log tail (job_logs), whether or not the line names it.
+    service.worker.register(POST_JOB_KIND, job_logs(handlers.post), max_concurrent=1)
+    service.worker.register(PUBLISH_JOB_KIND, job_logs(handlers.publish), max_concurrent=2)
+    service.worker.register(NOTICE_JOB_KIND, job_logs(handlers.notice))
+    service.worker.register(PERMALINK_JOB_KIND, job_logs(handlers.permalink))
     register_inbound_jobs(service, manager)  # comments, mentions and DMs (webhooks)
     return handlers

@@ -26,7 +26,9 @@ from carrier.jobs.errors import AwaitApproval, Defer, PermanentFailure
 from carrier.jobs.handler import JobContext
 from carrier.jobs.model import Job, JobState
 from carrier.jobs.service import JobService
+from carrier.logtail import agent_logs, job_logs
 from clients.instagram.errors import OperatorActionRequired, RetryLater
+from clients.instagram.inbound.events import InboundEvent
 from clients.instagram.inbound.poller import POLL_JOB_KIND
 from clients.instagram.inbound.webhook import INBOUND_JOB_KIND, AccountIndex, event_of
 
@@ -54,6 +56,12 @@ class InboundJobs:
                 "clientConfig.instagram.igUserId (or INSTAGRAM_BUSINESS_ACCOUNT_ID) on its "
                 "character, then retry this job"
             )
+        with agent_logs(agent_id):  # a job stored before its account was matched has none
+            return await self._answer(job, ctx, event, agent_id)
+
+    async def _answer(
+        self, job: Job, ctx: JobContext, event: InboundEvent, agent_id: str
+    ) -> Mapping[str, Any] | None:
         client = await self._client(agent_id)
         approved = str(job.payload.get("reply") or "") if job.approved else None
         try:
@@ -127,5 +135,5 @@ def register_inbound_jobs(service: JobService, manager: Any) -> InboundJobs:
     :func:`clients.instagram.jobs.register_instagram_jobs`)."""
     handlers = InboundJobs(manager)
     service.worker.register(INBOUND_JOB_KIND, handlers.inbound, max_concurrent=4)
-    service.worker.register(POLL_JOB_KIND, handlers.poll, max_concurrent=1)
+    service.worker.register(POLL_JOB_KIND, job_logs(handlers.poll), max_concurrent=1)
     return handlers
