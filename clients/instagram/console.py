@@ -42,6 +42,8 @@ log = logging.getLogger(__name__)
 
 QUOTA_TTL_S = 60.0
 """How long Instagram's figure is kept (the Graph API rate-limits calls per account)."""
+ASK_TIMEOUT_S = 10.0
+"""How long the console waits for Instagram's figure before it shows Carrier's."""
 PREVIEWS_KEPT = 16
 _DAY_S = 86_400
 
@@ -79,7 +81,15 @@ class InstagramConsole:
         note = None
         if config.publisher == "graph":
             try:
-                limit = await self._graph_limit(agent_id, counted, publisher, character, config)
+                limit = await asyncio.wait_for(
+                    self._graph_limit(agent_id, counted, publisher, character, config),
+                    ASK_TIMEOUT_S,
+                )
+            except TimeoutError:
+                note = (
+                    f"Instagram did not answer within {ASK_TIMEOUT_S:.0f} s; showing the posts "
+                    "Carrier recorded instead (Update again later)"
+                )
             except (InstagramError, UnclearResponse, CarrierError) as exc:
                 note = (
                     f"Instagram's own count could not be read ({exc}); showing the posts Carrier "
@@ -149,7 +159,7 @@ class InstagramConsole:
             ig_user_id=account,
             base_url=config.graph_base_url,
             version=config.graph_api_version,
-            timeout=min(config.request_timeout, 10.0),
+            timeout=min(config.request_timeout, ASK_TIMEOUT_S),
         )
         try:
             return await api.publishing_limit()

@@ -128,3 +128,16 @@ async def test_a_drafts_preview_is_the_image_as_it_will_be_uploaded(
     unknown = await preview(0, other.id)
     assert unknown.status_code == 404 and unknown.json()["error"] == "no_preview"
     assert f"/jobs/{other.id}/media/0" in unknown.json()["message"]
+
+    # Another agent's token does not see this agent's drafts.
+    quiet = await w.http.post(
+        f"{w.url}/agents", json={"name": "Quiet", "bio": ["No posts."]}, headers=ADMIN_HEADERS
+    )
+    made = await w.http.post(
+        f"{w.url}/tokens",
+        json={"name": "quiet", "agent_id": quiet.json()["id"]},
+        headers=ADMIN_HEADERS,
+    )
+    theirs = {"Authorization": f"Bearer {made.json()['token']}"}
+    refused = await w.http.get(f"{w.url}/jobs/{job.id}/preview/0", headers=theirs)
+    assert refused.status_code == 403 and "scoped to agent" in refused.json()["message"]

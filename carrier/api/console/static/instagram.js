@@ -284,18 +284,29 @@ export function mount(root, ctx) {
 
   async function agentPanel(agent) {
     const id = encodeURIComponent(agent.id);
-    const [schedules, drafts, published, replies, quotas] = await Promise.all([
+    const [schedules, drafts, published, replies] = await Promise.all([
       call("GET", `/jobs/schedules?agent_id=${id}&kind=${POST}`),
       call("GET", `/jobs?agent_id=${id}&kind=${POST}&state=awaiting_approval`),
       call("GET", `/jobs?agent_id=${id}&kind=${PUBLISH}&limit=${HISTORY}`),
       call("GET", `/jobs?agent_id=${id}&kind=${INBOUND}&state=awaiting_approval`),
-      call("GET", `/agents/${id}/quotas`).catch((error) => error),
     ]);
     const config = instagramConfig(agent);
-    const quota = Array.isArray(quotas) ? quotas.find((q) => q.client === "instagram") : null;
-    const words = quota
-      ? quotaWords(quota)
-      : { line: "quota unknown", more: quotas instanceof Error ? `The quota could not be read: ${ctx.describe(quotas)}` : "" };
+    // The quota may take Instagram a moment: filled in when it comes, the rest shown at once.
+    const quotaLine = el("span", { className: "ig-quota", textContent: "reading the quota…" });
+    const quotaNote = el("p", { className: "meta ig-quota-note", hidden: true });
+    call("GET", `/agents/${id}/quotas`)
+      .then((quotas) => {
+        const quota = quotas.find((q) => q.client === "instagram");
+        const words = quota ? quotaWords(quota) : { line: "no quota", more: "" };
+        quotaLine.textContent = words.line;
+        quotaNote.textContent = words.more;
+        quotaNote.hidden = !words.more;
+      })
+      .catch((error) => {
+        quotaLine.textContent = "quota unknown";
+        quotaNote.textContent = `The quota could not be read: ${ctx.describe(error)}`;
+        quotaNote.hidden = false;
+      });
     const runs = schedules.length
       ? schedules.map((s) => {
           const next = s.finished ? "done" : s.next_at ? `next ${when(s.next_at)}` : "not queued yet";
@@ -316,9 +327,9 @@ export function mount(root, ctx) {
         "div",
         { className: "panel-head" },
         el("div", { className: "title" }, el("h3", { textContent: agent.name }), el("span", { className: "agent-id", textContent: agent.id })),
-        el("span", { className: "ig-quota", textContent: words.line }),
+        quotaLine,
       ),
-      words.more ? el("p", { className: "meta ig-quota-note", textContent: words.more }) : "",
+      quotaNote,
       el("p", { className: "meta ig-plan", textContent: planLine(config) }),
       el("ul", { className: "schedule-list ig-runs" }, ...runs),
       el("h4", { textContent: `Drafts awaiting approval (${drafts.length})` }),

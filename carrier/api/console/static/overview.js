@@ -30,15 +30,6 @@ function bytes(value) {
   return `${value} B`;
 }
 
-/** The vector index chart's figure, made beside the other charts the first time. */
-function vectorFigure() {
-  let figure = $("chart-vectors");
-  if (!figure) {
-    figure = el("figure", { id: "chart-vectors", className: "chart-box" }, el("figcaption", { textContent: VECTORS_TITLE }));
-    document.querySelector(".charts").append(figure);
-  }
-  return figure;
-}
 
 function query(params) {
   const search = new URLSearchParams();
@@ -108,10 +99,10 @@ export class Overview {
     this.describe = describe;
     this.busy = false;
     // Empty charts at once, so the page does not grow when the figures arrive.
-    for (const figure of document.querySelectorAll(".charts figure")) {
+    for (const figure of document.querySelectorAll(".charts figure:not(#chart-vectors)")) {
       drawChart(figure, { title: figure.querySelector("figcaption").textContent, lines: [] });
     }
-    drawBars(vectorFigure(), { title: VECTORS_TITLE, bars: [] });
+    drawBars($("chart-vectors"), { title: VECTORS_TITLE, bars: [] });
   }
 
   say(text, kind = "") {
@@ -209,7 +200,7 @@ export class Overview {
         tone: VECTOR_TONES[v.state] ?? 7,
         note: v.bytes ? `${bytes(v.bytes)} · ${v.note}` : v.note,
       }));
-    drawBars(vectorFigure(), { title: VECTORS_TITLE, bars, unit: "rows" });
+    drawBars($("chart-vectors"), { title: VECTORS_TITLE, bars, unit: "rows" });
   }
 
   renderCharts(agents, { turns, latency, spend, trouble, jobs }) {
