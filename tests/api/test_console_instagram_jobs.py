@@ -164,7 +164,7 @@ async def walk(
         # 1.91:1 (the default) and resized to 1440 px
         assert await image.evaluate("img => img.complete && img.naturalWidth") == 1440
         caption_line = card.locator("figcaption")
-        await expect(caption_line).to_contain_text("as uploaded, 1440×754")
+        await expect(caption_line).to_contain_text("as uploaded, 1440\N{MULTIPLICATION SIGN}754")
         await expect(caption_line).to_contain_text("padded aspect ratio 2.67:1 to 1.91:1")
         caption = card.get_by_label("Caption")
         await expect(caption).to_have_value(CAPTION)
@@ -291,7 +291,7 @@ async def walk(
         await expect(section.locator(".ig-history tbody tr")).to_have_count(1)
         card = section.locator(f"#draft-{plan_job}")
         await expect(card.locator("figcaption")).to_have_text(  # square: sent as it is
-            "pier.jpg · as uploaded, 1080×1080 · unchanged"
+            "pier.jpg · as uploaded, 1080\N{MULTIPLICATION SIGN}1080 · unchanged"
         )
         await card.get_by_role("button", name="Reject").click()
         await expect(page.locator("#ig-notice")).to_contain_text("Rejected Harbour's draft")
