@@ -10,6 +10,7 @@ ranks well.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
@@ -102,11 +103,17 @@ def relevant(
             return True
     if not terms:
         return False
-    wanted = {folded(term) for term in terms}
+    wanted = _folded_set(tuple(terms))
     text = (memory.content.text or "").lower()
     if not text.isascii():
         text = folded(text)  # once for the whole text: a knowledge fragment is ~800 words
     return any(word in wanted for word in _WORD.findall(text))
+
+
+@functools.lru_cache(maxsize=256)
+def _folded_set(terms: tuple[str, ...]) -> frozenset[str]:
+    """``terms`` as the index has them (a search tests several hits against the same ones)."""
+    return frozenset(folded(term) for term in terms)
 
 
 def candidate_count(k: int) -> int:
