@@ -7,8 +7,8 @@ embeds the room's recent replies that have no vector yet, in one batch, and writ
 vector. Until then a reply is simply not found by meaning (stores and the vector index skip a
 memory without a vector, as they do an inbound message before its embedding).
 
-Only replies whose delivery is over (``sent`` or ``failed``) are written: nothing changes their
-status any more, so writing the whole record back cannot undo a status the outbox set meanwhile.
+Only replies whose delivery is over (``sent`` or ``failed``) are embedded, and only their vector
+is written (``Store.set_memory_vector``), so the job cannot undo a status set meanwhile.
 The job reads what is missing from the store, so a job dropped from a full queue, or lost with a
 process, is caught up by the room's next delivery.
 """
@@ -44,5 +44,5 @@ async def embed_replies(store: Store, embedder: Embedder, *, agent_id: str, room
     for memory, vector in zip(missing, vectors, strict=True):
         memory.embedding = vector.tolist()
         memory.embedding_model = embedder.model_id
-        await store.update_memory(memory)
+        await store.set_memory_vector(memory)
     return len(missing)

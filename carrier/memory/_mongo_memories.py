@@ -63,6 +63,18 @@ class Memories(MongoChanges):
             self._index_memory(memory)
             await self._log_change(memory.agent_id, ids=[memory.id])
 
+    async def set_memory_vector(self, memory: Memory) -> bool:
+        col = self._col("memories")
+        with self._errors(f"writing the vector of memory {memory.id}"):
+            result = await col.update_one(
+                {"_id": memory.id}, {"$set": codec.vector_update(memory, utcnow())}
+            )
+        if not result.matched_count:
+            return False
+        self._index_memory(memory)
+        await self._log_change(memory.agent_id, ids=[memory.id])
+        return True
+
     async def set_memory_status(
         self,
         memory_id: str,

@@ -28,6 +28,11 @@ _INSERT = (
     f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING {codec.MEMORY_COLUMNS}"
 )
 _SET_STATUS = "UPDATE memories SET status = ?, error = ?, updated_at = ? WHERE id = ?"
+_SET_VECTOR = "UPDATE memories SET embedding = ?, embedding_model = ?, updated_at = ? WHERE id = ?"
+
+
+def _vector_params(memory: Memory, now_us: int) -> tuple[object, ...]:
+    return (codec.vector_blob(memory.embedding), memory.embedding_model, now_us, memory.id)
 
 
 def _insert_params(memory: Memory) -> tuple[object, ...]:
@@ -106,6 +111,14 @@ class Memories(SQLiteConnection):
             params = (content, blob, memory.embedding_model, status, memory.error, now, memory.id)
         await self._write_near(f"updating memory {memory.id}", lambda db: db.execute(sql, params))
 
+    async def set_memory_vector(self, memory: Memory) -> bool:
+        params = _vector_params(memory, to_us(utcnow()))
+        changed: int = await self._write_near(
+            f"writing the vector of memory {memory.id}",
+            lambda db: db.execute(_SET_VECTOR, params).rowcount,
+        )
+        return changed > 0
+
     async def set_memory_status(
         self,
         memory_id: str,
@@ -134,8 +147,7 @@ class Memories(SQLiteConnection):
     ) -> RecordedTurn:
         now_us = to_us(utcnow())
         inserts = [(reply.id, _insert_params(reply)) for reply in replies]
-        blob = codec.vector_blob(message.embedding)
-        vector_params = (blob, message.embedding_model, now_us, message.id)
+        vector_params = _vector_params(message, now_us)
         change = _status_change(message.id, status, error, expect, now_us)
 
         def write(db: sqlite3.Connection) -> tuple[list[sqlite3.Row], bool]:
@@ -150,11 +162,7 @@ class Memories(SQLiteConnection):
                         ).fetchall()
                     stored += rows
                 if vector:
-                    db.execute(
-                        "UPDATE memories SET embedding = ?, embedding_model = ?, updated_at = ? "
-                        "WHERE id = ?",
-                        vector_params,
-                    )
+                    db.execute(_SET_VECTOR, vector_params)
                 changed = change is not None and db.execute(*change).rowcount > 0
             return stored, changed
 

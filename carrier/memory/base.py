@@ -155,6 +155,13 @@ class Store(ABC):
         both ``embedding`` and ``embedding_model`` to None."""
 
     @abstractmethod
+    async def set_memory_vector(self, memory: Memory) -> bool:
+        """Write ``memory``'s ``embedding`` and ``embedding_model`` (both None: drop its vector),
+        and nothing else of it: its content and status stay as stored, so a vector made in the
+        background (a delivered reply's) cannot undo a status set meanwhile. Bumps updated_at.
+        True if the memory exists."""
+
+    @abstractmethod
     async def set_memory_status(
         self,
         memory_id: str,

@@ -171,3 +171,32 @@ async def test_store_record_turn_of_a_message_that_is_gone(store: Store) -> None
         agent_id=AGENT, embedding=[0.0, 1.0, 0.0], embedding_model=MODEL, k=5
     )
     assert message.id not in [h.memory.id for h in hits]
+
+
+async def test_store_set_memory_vector_leaves_content_and_status(store: Store) -> None:
+    """A vector written in the background (a delivered reply's) never undoes a status set
+    meanwhile, nor the text."""
+    reply = await store.add_memory(make_memory("answer", status=SENT))
+    assert await store.set_memory_status(reply.id, SENDING, expect=[SENT])  # meanwhile
+    stale = reply.model_copy(update={"content": Content(text="stale")})
+    stale.embedding, stale.embedding_model = [0.0, 0.0, 1.0], MODEL
+
+    assert await store.set_memory_vector(stale) is True
+
+    got = await store.get_memory(reply.id)
+    assert got is not None and (got.status, got.content.text) == (SENDING, "answer")
+    assert got.embedding == pytest.approx([0.0, 0.0, 1.0]) and got.embedding_model == MODEL
+    hits = await store.search_memories(
+        agent_id=AGENT, embedding=[0.0, 0.0, 1.0], embedding_model=MODEL, k=1
+    )
+    assert [h.memory.id for h in hits] == [reply.id]
+
+    stale.embedding = stale.embedding_model = None  # dropped
+    assert await store.set_memory_vector(stale) is True
+    got = await store.get_memory(reply.id)
+    assert got is not None and got.embedding is None and got.embedding_model is None
+    hits = await store.search_memories(
+        agent_id=AGENT, embedding=[0.0, 0.0, 1.0], embedding_model=MODEL, k=1
+    )
+    assert hits == []
+    assert await store.set_memory_vector(make_memory("gone", embedding=[1.0, 0, 0])) is False
