@@ -92,6 +92,8 @@ class Host:
         return await self.manager.runtime(agent_id).handle(said(text))
 
     async def events(self, kind: str) -> list[Any]:
+        # A budget found spent is audited in a task of its own: wait for it, not for luck.
+        await self.manager.services["budgets"].settle()
         page = await self.manager.audit.list_events(AuditFilter(kinds=(kind,)))
         return list(page.items)
 
