@@ -45,7 +45,7 @@ async def main(args: argparse.Namespace) -> None:
     try:
         await wait_ready(base.removesuffix("/v1"), path="/stats")
         os.environ.pop("OPENAI_API_KEY", None)
-        provider = LiteLLMProvider("openai/bench-model", api_base=base)
+        provider = LiteLLMProvider(args.model, api_base=base)
         began = time.perf_counter()
         await provider.prepare()
         prepared = time.perf_counter() - began
@@ -64,7 +64,10 @@ async def main(args: argparse.Namespace) -> None:
         for _ in range(args.calls):
             await provider.generate(request)
         through_litellm = (time.process_time() - cpu) / args.calls
-        payload = {"model": "bench-model", "messages": [m.model_dump() for m in messages]}
+        payload = {
+            "model": args.model.split("/", 1)[-1],
+            "messages": [m.model_dump() for m in messages],
+        }
         async with httpx.AsyncClient() as http:
             for _ in range(20):
                 await http.post(f"{base}/chat/completions", json=payload)
@@ -92,5 +95,11 @@ async def main(args: argparse.Namespace) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument(
+        "--model",
+        default="openai/bench-model",
+        help="the litellm model string (the loopback server answers any): a name litellm "
+        "prices (openai/gpt-4o-mini) or one it does not know (the default)",
+    )
     parser.add_argument("--profile", action="store_true")
     asyncio.run(main(parser.parse_args()))

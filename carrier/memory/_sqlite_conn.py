@@ -160,24 +160,30 @@ class SQLiteConnection:
         """Run the write ``fn(connection)`` at once on the event loop's thread, through the near
         writer: a turn's few rows by id (0.1-0.2 ms of SQLite's work, where a hand-off to the
         connection's thread and back costs 0.3-0.6 ms on a quiet machine and several on a loaded
-        one). It is as durable as a write on the thread (the same file, the same ``synchronous``),
-        and it holds the write lock like any write, so it never runs inside another's
-        transaction. ``fn`` is one statement, or one transaction of several
-        (:func:`carrier._sqlite_thread.immediate`), so that a write refused at its start (the
-        file busy with another process's write) has done nothing, and goes to the connection's
-        thread whole; so does every :data:`_THREAD_EVERY`-th, and every write where there is no
-        near writer (``:memory:``)."""
+        one). It is as durable as a write on the thread (the same file, the same ``synchronous``).
+        It does not wait for the store's write lock: it is one synchronous step on the event
+        loop's thread, so no other near write can interleave with it, and SQLite's own lock keeps
+        it out of the thread's writes (a thread transaction holds the file's write lock from its
+        ``BEGIN IMMEDIATE``; the near writer never waits for that lock). Waiting for the store's
+        lock made a turn's small writes queue behind a thread write that was itself queued behind
+        the thread's reads, or checkpointing: 30 ms on average and up to 0.9 s at 200
+        conversations (``bench/throughput.py``). ``fn`` is one statement, or one transaction of
+        several (:func:`carrier._sqlite_thread.immediate`), so that a write refused at its start
+        (the file's lock held by a thread write, or by another process) has done nothing, and
+        goes to the connection's thread whole, under the store's write lock like any thread
+        write; so does every :data:`_THREAD_EVERY`-th, and every write where there is no near
+        writer (``:memory:``)."""
         db = self._conn()
+        writer = self._writer
+        self._near_writes += 1
+        if writer is not None and self._near_writes % _THREAD_EVERY:
+            try:
+                return fn(writer)
+            except sqlite3.Error as exc:
+                if not _busy(exc):
+                    with self._errors(what):
+                        raise
         async with self._lock:
-            writer = self._writer
-            self._near_writes += 1
-            if writer is not None and self._near_writes % _THREAD_EVERY:
-                try:
-                    return fn(writer)
-                except sqlite3.Error as exc:
-                    if not _busy(exc):
-                        with self._errors(what):
-                            raise
             with self._errors(what):
                 # aiosqlite queues a function to its thread with ``_execute`` (what its own
                 # execute() does with a statement); the raw connection is used there only.

@@ -85,6 +85,47 @@ async def test_sqlite_a_write_the_busy_file_refuses_waits_on_the_thread(tmp_path
         assert await store.count_memories(agent_id="a") == 1
 
 
+async def test_sqlite_a_small_write_does_not_queue_behind_the_threads_writes(
+    tmp_path: Path,
+) -> None:
+    """A thread write waiting for its turn on the connection's thread (behind slow reads, or a
+    checkpoint) holds the store's write lock; a turn's small write does not wait for it."""
+    async with SQLiteStore(path=tmp_path / "carrier.db") as store:
+        on_thread, near = await _traced(store)
+        async with store._lock:  # as a thread write holds it while it waits
+            stored = await asyncio.wait_for(store.add_memory(_memory("at once")), 10)
+        assert stored.content.text == "at once"
+        assert [s for s in near if s.startswith("INSERT")]
+        assert not [s for s in on_thread if s.startswith("INSERT")]
+
+
+async def test_sqlite_a_small_write_never_lands_inside_a_threads_transaction(
+    tmp_path: Path,
+) -> None:
+    """A thread transaction holds the file's write lock from its start: a small write meanwhile
+    waits for it on the thread, and is not undone when that transaction rolls back."""
+
+    class Undo(Exception):
+        pass
+
+    async with SQLiteStore(path=tmp_path / "carrier.db") as store:
+        adding: asyncio.Future[Memory] | None = None
+        try:
+            async with store._transaction("a transaction that fails") as db:
+                await db.execute("INSERT INTO settings (key, value) VALUES ('undone', '\"x\"')")
+                adding = asyncio.ensure_future(store.add_memory(_memory("kept")))
+                for _ in range(20):  # the near writer found the file busy, the thread waits
+                    await asyncio.sleep(0.01)
+                assert not adding.done()
+                raise Undo
+        except Undo:
+            pass
+        assert adding is not None
+        stored = await asyncio.wait_for(adding, 10)
+        assert (await store.get_memory(stored.id)) is not None
+        assert await store.get_setting("undone") is None
+
+
 async def test_sqlite_every_so_many_small_writes_one_goes_to_the_thread(tmp_path: Path) -> None:
     """The near writer never checkpoints the log; the connection's thread does, as its commits
     find it grown, and it gets one small write in every ``_THREAD_EVERY``."""
