@@ -30,6 +30,10 @@ T = TypeVar("T")
 
 BUSY_TIMEOUT_S = 10.0
 """How long a statement waits for another process's write lock before failing."""
+_NEAR_TRIES = 5
+_NEAR_RETRY_S = 0.002
+"""A small write the file's lock refuses is tried again this many times, this long apart, before
+it goes to the connection's thread."""
 _THREAD_EVERY = 64
 """Every this many writes the near writer would make, one goes to the connection's thread
 instead: that connection checkpoints the log as its commits find it grown (the near writer never
@@ -169,20 +173,28 @@ class SQLiteConnection:
         the thread's reads, or checkpointing: 30 ms on average and up to 0.9 s at 200
         conversations (``bench/throughput.py``). ``fn`` is one statement, or one transaction of
         several (:func:`carrier._sqlite_thread.immediate`), so that a write refused at its start
-        (the file's lock held by a thread write, or by another process) has done nothing, and
-        goes to the connection's thread whole, under the store's write lock like any thread
-        write; so does every :data:`_THREAD_EVERY`-th, and every write where there is no near
+        (the file's lock held by a thread write, or by another process) has done nothing; it is
+        tried again a few times, milliseconds apart (:data:`_NEAR_TRIES`), then goes to the
+        connection's thread whole, under the store's write lock like any thread write; so does every :data:`_THREAD_EVERY`-th, and every write where there is no near
         writer (``:memory:``)."""
         db = self._conn()
-        writer = self._writer
         self._near_writes += 1
-        if writer is not None and self._near_writes % _THREAD_EVERY:
-            try:
-                return fn(writer)
-            except sqlite3.Error as exc:
-                if not _busy(exc):
-                    with self._errors(what):
-                        raise
+        if self._near_writes % _THREAD_EVERY:
+            for attempt in range(_NEAR_TRIES):
+                writer = self._writer  # (closed meanwhile: None)
+                if writer is None:
+                    break
+                try:
+                    return fn(writer)
+                except sqlite3.Error as exc:
+                    if not _busy(exc):
+                        with self._errors(what):
+                            raise
+                if attempt + 1 < _NEAR_TRIES:
+                    # The file's lock is mostly held for one short thread write: try again soon
+                    # rather than queue on the thread behind its reads (0.2 s at 200
+                    # conversations); a longer hold (a transaction, another process) goes there.
+                    await asyncio.sleep(_NEAR_RETRY_S)
         async with self._lock:
             with self._errors(what):
                 # aiosqlite queues a function to its thread with ``_execute`` (what its own
