@@ -130,6 +130,7 @@ def choose_model(
                 max_tokens=ms.max_tokens,
                 timeout=ms.timeout or settings.model_timeout,
                 deadline=ms.deadline or settings.turn_deadline,
+                direct=settings.model_direct,
             )
             note = None
             if wanted and model != wanted:

@@ -52,6 +52,10 @@ class Settings(BaseSettings):
     """Seconds a turn's model calls may take in all, retries and fallbacks included; then the
     turn ends failed and the person reads a short apology. A character's
     ``settings.turnDeadline`` overrides it."""
+    model_direct: bool = True
+    """Send a plain ``openai/`` chat call (a model litellm passes on unchanged, a local
+    OpenAI-compatible server) straight over HTTP instead of through litellm, at a tenth of the
+    CPU (:mod:`carrier.llm._direct`); false sends every call through litellm."""
     admin_token: SecretStr | None = None
     """The API's admin bearer token, at least :data:`ADMIN_TOKEN_MIN` characters. Unset: a local
     token is minted into the data dir (:mod:`carrier.local_token`) and the API binds to

@@ -110,7 +110,11 @@ def is_missing_key(exc: BaseException) -> bool:
 
 def is_auth_error(exc: BaseException) -> bool:
     lm = _module
-    return (lm is not None and isinstance(exc, lm.AuthenticationError)) or is_missing_key(exc)
+    return (
+        (lm is not None and isinstance(exc, lm.AuthenticationError))
+        or is_missing_key(exc)
+        or getattr(exc, "status_code", None) == 401  # the lean path's HTTPFailure
+    )
 
 
 _PERMANENT = (

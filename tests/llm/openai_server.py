@@ -37,6 +37,7 @@ class Reply:
 class Received:
     body: dict[str, Any]
     authorization: str | None
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -76,7 +77,9 @@ class FakeOpenAIServer:
             def _post(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
-                server.requests.append(Received(body, self.headers.get("Authorization")))
+                server.requests.append(
+                    Received(body, self.headers.get("Authorization"), dict(self.headers))
+                )
                 if not self.path.endswith("/chat/completions"):
                     self._json(404, {"error": {"message": "not found", "type": "not_found"}})
                     return

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 from carrier.errors import ProviderError
@@ -25,8 +27,21 @@ def _request(text: str = "hello there") -> ModelRequest:
     )
 
 
+_path: dict[str, bool] = {}
+
+
+@pytest.fixture(autouse=True, params=[True, False], ids=["direct", "litellm"])
+def path(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Every test both ways: a plain ``openai/`` call over the lean path, and through litellm
+    (streams go through litellm either way)."""
+    _path["direct"] = request.param
+    yield
+    _path.clear()
+
+
 def _provider(server: FakeOpenAIServer, backoff: Backoff, **kwargs: object) -> LiteLLMProvider:
     options: dict[str, object] = {
+        "direct": _path["direct"],
         "api_base": server.base_url,
         "api_key": "sk-test",
         "backoff": backoff,
