@@ -1,10 +1,11 @@
 """The lean model call: an OpenAI-compatible chat completion sent straight over one pooled HTTP
 client, for the models litellm itself would send as they are.
 
-litellm spends 4 to 5 ms of the event loop's time on every call (its dispatch, logging and pricing
-layers, the openai SDK, its own HTTP transport) against ~0.6 ms for the request itself; under
-load that was a third of the time the event loop held the GIL (``bench/llm_call.py``,
-``bench/throughput.py``). For an ``openai/`` model that litellm maps with no translation of the
+litellm spends 4 to 6 ms of the event loop's time on every call (its dispatch, logging and pricing
+layers, the openai SDK, its HTTP transport) against ~0.2 ms for the request itself over aiohttp;
+under load that was a third of the time the event loop held the GIL (``bench/llm_call.py``,
+``bench/throughput.py``). aiohttp, not httpx: with a hundred calls in flight httpx's pool cost
+more per call than all of litellm. For an ``openai/`` model that litellm maps with no translation of the
 parameters Carrier sends (not the o-series, GPT-5 or audio models, whose parameters it renames
 or drops; nothing but chat models) the request is the same either way, so it goes out here:
 same URL, key, body and timeout, the answer read into a :class:`ModelResult` as litellm's would
@@ -21,7 +22,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-import httpx
+import aiohttp
 
 from carrier.llm._litellm import litellm, tool_call
 from carrier.llm.base import ModelResult
@@ -41,6 +42,7 @@ class HTTPFailure(Exception):
     the retry plan; the message is the server's own error text, cut short."""
 
     def __init__(self, status_code: int, message: str, headers: Mapping[str, str]) -> None:
+        # (aiohttp's headers: a case-insensitive multidict; kept as a plain dict of its items)
         super().__init__(f"{status_code}: {message}" if message else str(status_code))
         self.status_code = status_code
         self.litellm_response_headers = dict(headers)
@@ -75,7 +77,7 @@ def _ask_litellm(name: str) -> bool:
 
 
 class DirectOpenAI:
-    """Chat completions against ``base_url`` with ``api_key``, over one HTTP client per event
+    """Chat completions against ``base_url`` with ``api_key``, over one HTTP session per event
     loop (its connections kept alive between calls)."""
 
     def __init__(self, base_url: str, api_key: str, environ: Mapping[str, str]) -> None:
@@ -87,43 +89,49 @@ class DirectOpenAI:
         ):
             if environ.get(env):
                 self.headers[header] = environ[env]
-        self._clients: dict[asyncio.AbstractEventLoop, httpx.AsyncClient] = {}
+        self._sessions: dict[asyncio.AbstractEventLoop, aiohttp.ClientSession] = {}
 
-    def _client(self) -> httpx.AsyncClient:
+    def _session(self) -> aiohttp.ClientSession:
         loop = asyncio.get_running_loop()
-        client = self._clients.get(loop)
-        if client is None:
-            for old in [old for old in self._clients if old.is_closed()]:
-                del self._clients[old]
-            client = self._clients[loop] = httpx.AsyncClient(
+        session = self._sessions.get(loop)
+        if session is None or session.closed:
+            for old in [old for old in self._sessions if old.is_closed()]:
+                del self._sessions[old]
+            session = self._sessions[loop] = aiohttp.ClientSession(
                 headers=self.headers,
-                limits=httpx.Limits(max_connections=None, max_keepalive_connections=512),
+                # No cap beyond the plan's own (CARRIER_MODEL_CONCURRENCY); proxies from the
+                # environment as the openai SDK takes them.
+                connector=aiohttp.TCPConnector(limit=0),
+                trust_env=True,
             )
-        return client
+        return session
 
     async def aclose(self) -> None:
-        """Close this event loop's client (the others went with their loops)."""
-        client = self._clients.pop(asyncio.get_running_loop(), None)
-        if client is not None:
-            await client.aclose()
+        """Close this event loop's session (the others went with their loops)."""
+        session = self._sessions.pop(asyncio.get_running_loop(), None)
+        if session is not None:
+            await session.close()
 
     async def complete(self, model: str, kwargs: Mapping[str, Any]) -> ModelResult:
         """One attempt: ``kwargs`` as for ``litellm.acompletion`` (model, messages, timeout and
         the optional parameters), ``model`` the ``openai/`` name it is priced under."""
         body = {key: value for key, value in kwargs.items() if key not in _NOT_SENT}
         body["model"] = model[len(_PREFIX) :]
+        seconds = float(kwargs["timeout"])
         try:
-            response = await self._client().post(
-                self.url, content=json.dumps(body), timeout=kwargs["timeout"]
-            )
-        except httpx.TimeoutException as exc:
-            raise TimeoutError(f"no answer within {kwargs['timeout']:g} s") from exc
-        except httpx.HTTPError as exc:
+            async with self._session().post(
+                self.url, data=json.dumps(body), timeout=aiohttp.ClientTimeout(total=seconds)
+            ) as response:
+                raw = await response.read()
+                status, headers = response.status, response.headers
+        except TimeoutError as exc:
+            raise TimeoutError(f"no answer within {seconds:g} s") from exc
+        except aiohttp.ClientError as exc:
             raise ConnectionError(f"{type(exc).__name__}: {exc}") from exc
-        if not response.is_success:
-            raise HTTPFailure(response.status_code, _error_text(response), response.headers)
+        if not 200 <= status < 300:
+            raise HTTPFailure(status, _error_text(raw), headers)
         try:
-            data = response.json()
+            data = json.loads(raw)
         except ValueError:
             raise MalformedAnswer("not JSON") from None
         return result_from_json(model, data)
@@ -134,12 +142,12 @@ _NOT_SENT = frozenset(
 )
 
 
-def _error_text(response: httpx.Response) -> str:
+def _error_text(raw: bytes) -> str:
     try:
-        error = response.json().get("error")
+        error = json.loads(raw).get("error")
         text = error.get("message") if isinstance(error, dict) else error
     except (ValueError, AttributeError):
-        text = response.text
+        text = raw.decode("utf-8", "replace")
     return str(text or "")[:300]
 
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import pytest
 
+from carrier.llm._direct import DirectOpenAI
 from carrier.llm.resilience import Backoff
 from tests.llm.openai_server import FakeOpenAIServer
 
@@ -32,3 +34,20 @@ def openai_server() -> Iterator[FakeOpenAIServer]:
     server.start()
     yield server
     server.stop()
+
+
+@pytest.fixture(autouse=True)
+async def close_direct_sessions(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[None]:
+    """The providers a test makes and leaves open: their lean-path HTTP sessions are closed on
+    the test's own loop (a runtime closes its model when it stops)."""
+    made: list[DirectOpenAI] = []
+    real = DirectOpenAI.__init__
+
+    def init(self: DirectOpenAI, *args: Any, **kwargs: Any) -> None:
+        real(self, *args, **kwargs)
+        made.append(self)
+
+    monkeypatch.setattr(DirectOpenAI, "__init__", init)
+    yield
+    for direct in made:
+        await direct.aclose()
