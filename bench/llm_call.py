@@ -1,12 +1,17 @@
-"""What a model call costs Carrier's process beyond the HTTP exchange: litellm's overhead.
+"""What a model call costs Carrier's process beyond the HTTP exchange: litellm's overhead, and
+the lean path's (``carrier/llm/_direct.py``).
 
-``LiteLLMProvider.generate`` against the loopback model server (``bench/_model_server.py``,
-answering at once) is timed in CPU seconds of this process, against the same request sent with
-a bare ``httpx`` client; the difference is what litellm (and the provider around it) spends per
-call on the event loop's thread. Also printed: ``prepare()`` (litellm's import and warm-up) and
-the first call after it (what the first turn pays). ``--profile`` prints where the time goes.
+``LiteLLMProvider.generate`` against the loopback model server (``bench/_model_server.py``) is
+timed in CPU seconds of this process, through litellm (``direct=False``) and over the lean path,
+against the same request sent with bare ``aiohttp`` and bare ``httpx`` clients; the difference
+is what litellm (or the lean path) and the provider around it spend per call on the event
+loop's thread. ``--concurrency`` keeps that many calls in flight (``--latency`` the server's
+answer time): how each fares with a busy agent's calls. Also printed: ``prepare()`` (litellm's
+import and warm-up) and the first call after it (what the first turn pays). ``--profile`` prints
+where litellm's time goes.
 
     .venv/bin/python bench/llm_call.py --calls 200
+    .venv/bin/python bench/llm_call.py --calls 1000 --concurrency 100 --latency 1.0
     .venv/bin/python bench/llm_call.py --calls 100 --profile
 """
 
@@ -15,17 +20,38 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import json
 import os
 import pstats
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import aiohttp
 import httpx
 from _served import free_port, wait_ready
+
+
+async def cpu_per_call(
+    call: Callable[[], Awaitable[object]], calls: int, concurrency: int
+) -> float:
+    """CPU seconds of this process per call, ``concurrency`` calls in flight, after a warm-up."""
+    await asyncio.gather(*(call() for _ in range(min(concurrency, 20))))
+    left = calls
+
+    async def worker() -> None:
+        nonlocal left
+        while left > 0:
+            left -= 1
+            await call()
+
+    cpu = time.process_time()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return (time.process_time() - cpu) / calls
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -40,14 +66,15 @@ async def main(args: argparse.Namespace) -> None:
         "--port",
         str(port),
         "--latency",
-        "0",
+        str(args.latency),
     )
     try:
         await wait_ready(base.removesuffix("/v1"), path="/stats")
         os.environ.pop("OPENAI_API_KEY", None)
-        provider = LiteLLMProvider(args.model, api_base=base)
+        litellm = LiteLLMProvider(args.model, api_base=base, direct=False)
+        lean = LiteLLMProvider(args.model, api_base=base)
         began = time.perf_counter()
-        await provider.prepare()
+        await litellm.prepare()
         prepared = time.perf_counter() - began
         # A reply-sized prompt: a persona's system prompt and a conversation.
         messages = [
@@ -56,35 +83,43 @@ async def main(args: argparse.Namespace) -> None:
         ]
         request = ModelRequest(messages=messages, purpose="response")
         began = time.perf_counter()
-        await provider.generate(request)
+        await litellm.generate(request)
         first = time.perf_counter() - began
-        for _ in range(20):
-            await provider.generate(request)
-        cpu = time.process_time()
-        for _ in range(args.calls):
-            await provider.generate(request)
-        through_litellm = (time.process_time() - cpu) / args.calls
+        await lean.prepare()
         payload = {
             "model": args.model.split("/", 1)[-1],
             "messages": [m.model_dump() for m in messages],
         }
-        async with httpx.AsyncClient() as http:
-            for _ in range(20):
-                await http.post(f"{base}/chat/completions", json=payload)
-            cpu = time.process_time()
-            for _ in range(args.calls):
-                (await http.post(f"{base}/chat/completions", json=payload)).json()
-            bare = (time.process_time() - cpu) / args.calls
+        url = f"{base}/chat/completions"
+        figures: dict[str, float] = {}
+        n, conc = args.calls, args.concurrency
+        figures["through litellm"] = await cpu_per_call(lambda: litellm.generate(request), n, conc)
+        figures["lean path"] = await cpu_per_call(lambda: lean.generate(request), n, conc)
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+
+            async def bare_aiohttp() -> object:
+                async with session.post(url, data=json.dumps(payload)) as response:
+                    return json.loads(await response.read())
+
+            figures["bare aiohttp"] = await cpu_per_call(bare_aiohttp, n, conc)
+        limits = httpx.Limits(max_connections=None, max_keepalive_connections=512)
+        async with httpx.AsyncClient(limits=limits) as http:
+
+            async def bare_httpx() -> object:
+                return (await http.post(url, json=payload, timeout=30)).json()
+
+            figures["bare httpx"] = await cpu_per_call(bare_httpx, n, conc)
+        await lean.aclose()
         print(f"prepare (import + warm-up): {prepared:.2f} s; first call after it: {first:.3f} s")
         print(
-            f"CPU per call: through LiteLLMProvider {through_litellm * 1000:.2f} ms, bare httpx "
-            f"{bare * 1000:.2f} ms: overhead {(through_litellm - bare) * 1000:.2f} ms"
+            f"CPU per call, {conc} in flight, {args.model}: "
+            + ", ".join(f"{name} {seconds * 1000:.2f} ms" for name, seconds in figures.items())
         )
         if args.profile:
             profile = cProfile.Profile()
             profile.enable()
             for _ in range(args.calls):
-                await provider.generate(request)
+                await litellm.generate(request)
             profile.disable()
             pstats.Stats(profile).sort_stats("cumulative").print_stats(40)
     finally:
@@ -101,5 +136,7 @@ if __name__ == "__main__":
         help="the litellm model string (the loopback server answers any): a name litellm "
         "prices (openai/gpt-4o-mini) or one it does not know (the default)",
     )
+    parser.add_argument("--concurrency", type=int, default=1, help="calls in flight")
+    parser.add_argument("--latency", type=float, default=0.0, help="the server's answer time")
     parser.add_argument("--profile", action="store_true")
     asyncio.run(main(parser.parse_args()))

@@ -11,7 +11,8 @@ Each level talks to a fresh agent (an empty memory), warms up, then is measured 
 
 - turns/s, p50 / p95 / max latency, errors (and 429s, waited out as the server asks);
 - CPU per turn (the server process's CPU time over the turns), and the cores it used: the whole
-  process, its event loop (the main thread) and its busiest other threads;
+  process, its event loop (the main thread) and its busiest other threads; and the cores the
+  load generator (this process) used, which shares the machine;
 - where a turn's time goes, stage by stage (mean ms, from the API's ``/metrics``, which sums every
   turn's trace timings);
 - the targets: ≥ 0.75·N turns/s or the embedding-bound limit (the embedder's batched rate,
@@ -46,6 +47,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import aiohttp
 import httpx
 from _served import (
     ADMIN,
@@ -163,7 +165,7 @@ class Level:
         else:
             self.errors[error] = self.errors.get(error, 0) + 1
 
-    async def conversation(self, http: httpx.AsyncClient, c: int) -> None:
+    async def conversation(self, http: aiohttp.ClientSession, c: int) -> None:
         turn = 0
         while not self.stop.is_set():
             body = {
@@ -175,15 +177,16 @@ class Level:
             started = time.perf_counter()
             error: str | None = None
             try:
-                response = await http.post(f"/{self.agent_id}/message", json=body)
-                if response.status_code == 429:  # overloaded: wait as asked, then go on
+                async with http.post(f"{self.url}/{self.agent_id}/message", json=body) as response:
+                    await response.read()
+                    status, retry = response.status, response.headers.get("Retry-After")
+                if status == 429:  # overloaded: wait as asked, then go on
                     self.rejected += 1
-                    wait = float(response.headers.get("Retry-After") or 1)
-                    await asyncio.sleep(min(wait, 5.0))
+                    await asyncio.sleep(min(float(retry or 1), 5.0))
                     continue
-                if response.status_code != 200:
-                    error = str(response.status_code)
-            except httpx.HTTPError as exc:
+                if status != 200:
+                    error = str(status)
+            except (aiohttp.ClientError, TimeoutError) as exc:
                 error = type(exc).__name__
             self._note(started, time.perf_counter(), error)
 
@@ -203,18 +206,21 @@ async def run_level(
     agent_id = await new_agent(url, f"Bench {args.label} {n}")
     level = Level(url, agent_id, n, f"{n}-{agent_id[:6]}")
     # Idle connections are dropped before the server's keep-alive timeout (5 s) closes them, so
-    # a conversation that waited out a 429 does not send on a connection being closed.
-    limits = httpx.Limits(
-        max_connections=n + 10, max_keepalive_connections=n + 10, keepalive_expiry=3.0
-    )
-    async with httpx.AsyncClient(base_url=url, headers=AUTH, limits=limits, timeout=120) as http:
+    # a conversation that waited out a 429 does not send on a connection being closed. aiohttp,
+    # not httpx, for the load: with a hundred requests in flight httpx's pool costs several ms
+    # of CPU a request (bench/llm_call.py), and a load generator short of CPU measures itself.
+    connector = aiohttp.TCPConnector(limit=n + 10, keepalive_timeout=3.0)
+    timeout = aiohttp.ClientTimeout(total=120)
+    async with aiohttp.ClientSession(connector=connector, headers=AUTH, timeout=timeout) as http:
         talking = [asyncio.create_task(level.conversation(http, c)) for c in range(n)]
         await asyncio.sleep(args.warmup)
         stages0, cpu0, calls0 = await stage_totals(url), cpu_sample(pid), await _calls(model_url)
+        own0 = time.process_time()
         began = time.perf_counter()
         level.window = (began, began + args.seconds)
         await asyncio.sleep(args.seconds)
         cpu1 = cpu_sample(pid)
+        own = (time.process_time() - own0) / (time.perf_counter() - began)
         stages1, calls1 = await stage_totals(url), await _calls(model_url)
         level.stop.set()
         await asyncio.gather(*talking)
@@ -237,6 +243,7 @@ async def run_level(
         "cpu_ms_per_turn": cpu["cpu_s"] / turns * 1000 if turns else None,
         "cpu": cpu,
         "stages_ms": stage_means(stages0, stages1),
+        "load_generator_cores": own,
         "model_calls": calls,
     }
 
@@ -272,7 +279,8 @@ def report(result: dict[str, Any], rate: float) -> None:
     print(f"      stages (mean ms): {stages}")
     print(
         f"      other threads (cores): {cpu['other_threads_cores']}; model calls: "
-        f"{result['model_calls']}; embedding-bound limit {bound:.0f}/s"
+        f"{result['model_calls']}; embedding-bound limit {bound:.0f}/s; load generator "
+        f"{result['load_generator_cores']:.2f} cores"
     )
 
 
