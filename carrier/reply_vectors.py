@@ -40,7 +40,7 @@ async def embed_replies(store: Store, embedder: Embedder, *, agent_id: str, room
     missing = [m for m in recent if m.embedding_model is None and m.content.text.strip()]
     if not missing:
         return 0
-    vectors = await embedder.embed([m.content.text for m in missing], background=True)
+    vectors = await embedder.embed([m.content.text for m in missing])
     for memory, vector in zip(missing, vectors, strict=True):
         memory.embedding = vector.tolist()
         memory.embedding_model = embedder.model_id

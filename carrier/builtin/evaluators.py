@@ -174,7 +174,7 @@ class FactExtractor:
             entity_id = participants.get(about, speaker if not about else None)
             if entity_id is not None:
                 found.append((claim, entity_id, str(item.get("type") or "fact")))
-        vectors = await rt.embedder.embed([c for c, _, _ in found], background=True)
+        vectors = await rt.embedder.embed([c for c, _, _ in found])
         memories = []
         for (claim, entity_id, kind), vector in zip(found, vectors, strict=True):
             near = await rt.store.search_memories(

@@ -266,7 +266,7 @@ class ConversationSummarizer:
             text = text[: self.max_chars - 1].rstrip() + "…"
         agent_entity = stable_id(rt.agent_id, "agent")
         first, last = messages[0], messages[-1]
-        vector = await rt.embedder.embed_one(text, background=True)
+        vector = await rt.embedder.embed_one(text)
         memory = Memory(
             # Derived from what it covers: a re-run (or a second process) stores it once.
             id=stable_id(rt.agent_id, first.room_id, "summary", first.id, last.id),

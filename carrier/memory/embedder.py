@@ -10,13 +10,6 @@ encoded, new requests gather behind it and go together in the next one, so under
 runs full batches (its best throughput), and a lone request waits for nobody: no timer, just the
 next turn of the event loop. Small requests (a turn's message) go before bulk ones (a document
 being ingested), so a large ingestion does not hold up conversations by more than one batch.
-
-Background requests (``embed(..., background=True)``: a delivered reply's vector, a learned
-fact's, a summary's: nothing a turn waits for) go last: a batch takes them only when no small
-request waits, and then at most :data:`BACKGROUND_BATCH` of them, so a turn's message that
-arrives meanwhile waits for a short batch at most. Under a load that always has a message
-waiting, a background text that has waited :data:`BACKGROUND_WAIT` seconds is served as a small
-one: background work is late, never starved.
 """
 
 from __future__ import annotations
@@ -39,10 +32,6 @@ _SMALL_REQUEST = 8
 """Requests of at most this many uncached texts go ahead of bulk ones."""
 _BULK_WINDOW = 16
 """Bulk texts are grouped by length among this many batches' worth of the queue."""
-BACKGROUND_BATCH = 8
-"""At most this many background texts in a batch of their own (~70 ms on one core)."""
-BACKGROUND_WAIT = 1.0
-"""Seconds after which a waiting background text goes with the small requests."""
 
 
 def normalize_rows(vectors: np.ndarray) -> np.ndarray:
@@ -89,11 +78,8 @@ class Embedder(ABC):
         The base class normalizes the rows, so implementations need not (but may).
         """
 
-    async def embed(self, texts: Sequence[str], *, background: bool = False) -> np.ndarray:
-        """Shape ``(len(texts), dim)``, float32, rows L2-normalized; ``(0, dim)`` for no texts.
-
-        ``background``: nothing waits for these vectors but work done after a turn; they are
-        encoded after the texts turns wait for (see the module's notes)."""
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Shape ``(len(texts), dim)``, float32, rows L2-normalized; ``(0, dim)`` for no texts."""
         if isinstance(texts, str):
             raise TypeError("embed() takes a sequence of texts; use embed_one() for one text")
         keys = [hashlib.sha256(text.encode("utf-8")).digest() for text in texts]
@@ -110,10 +96,8 @@ class Embedder(ABC):
                 found[key] = cached
         if misses:
             batcher = self._batcher()
-            lane = (
-                "background" if background else "bulk" if len(misses) > _SMALL_REQUEST else "small"
-            )
-            futures = [batcher.submit(key, text, lane=lane) for key, text in misses.items()]
+            bulk = len(misses) > _SMALL_REQUEST
+            futures = [batcher.submit(key, text, bulk=bulk) for key, text in misses.items()]
             # Shielded: a cancelled caller must not cancel a result other callers share.
             rows = await asyncio.gather(*(asyncio.shield(f) for f in futures))
             for key, row in zip(misses, rows, strict=True):
@@ -123,9 +107,9 @@ class Embedder(ABC):
             out[i] = found[key]
         return out
 
-    async def embed_one(self, text: str, *, background: bool = False) -> np.ndarray:
+    async def embed_one(self, text: str) -> np.ndarray:
         """Shape ``(dim,)``: the normalized vector of one text."""
-        return (await self.embed([text], background=background))[0]
+        return (await self.embed([text]))[0]
 
     async def _encode_batch(self, texts: list[str]) -> np.ndarray:
         """One model call: normalized rows, shape checked."""
@@ -163,8 +147,6 @@ class Embedder(ABC):
 class _Request:
     text: str
     future: asyncio.Future[np.ndarray]
-    since: float = 0.0
-    """When it was queued (the loop's clock)."""
 
 
 @dataclass
@@ -175,25 +157,15 @@ class _Batcher:
     loop: asyncio.AbstractEventLoop
     small: OrderedDict[bytes, _Request] = field(default_factory=OrderedDict)
     bulk: OrderedDict[bytes, _Request] = field(default_factory=OrderedDict)
-    background: OrderedDict[bytes, _Request] = field(default_factory=OrderedDict)
     running: dict[bytes, _Request] = field(default_factory=dict)
     """Texts in the batch being encoded: a new request for one of them shares its result."""
     task: asyncio.Task[None] | None = None
 
-    def submit(self, key: bytes, text: str, *, lane: str) -> asyncio.Future[np.ndarray]:
-        """Queue ``text`` in ``lane`` (``small``, ``bulk`` or ``background``); a text already
-        queued or being encoded is shared, and a small request for a background text moves it
-        up."""
+    def submit(self, key: bytes, text: str, *, bulk: bool) -> asyncio.Future[np.ndarray]:
         request = self.running.get(key) or self.small.get(key) or self.bulk.get(key)
-        if request is None and lane != "background" and key in self.background:
-            request = self.background.pop(key)
-            (self.small if lane == "small" else self.bulk)[key] = request
-        request = request or self.background.get(key)
         if request is None:
-            request = _Request(text, self.loop.create_future(), self.loop.time())
-            {"small": self.small, "bulk": self.bulk, "background": self.background}[lane][key] = (
-                request
-            )
+            request = _Request(text, self.loop.create_future())
+            (self.bulk if bulk else self.small)[key] = request
         if self.task is None:
             # The task's first step runs on the loop's next turn, after every coroutine that is
             # ready now has queued its texts: concurrent callers share the first batch too.
@@ -203,19 +175,6 @@ class _Batcher:
     def _take(self) -> dict[bytes, _Request]:
         size = self.embedder.max_batch
         batch: dict[bytes, _Request] = {}
-        overdue = self.loop.time() - BACKGROUND_WAIT
-        promoted: OrderedDict[bytes, _Request] = OrderedDict()
-        while self.background and next(iter(self.background.values())).since <= overdue:
-            key, request = self.background.popitem(last=False)
-            promoted[key] = request
-        if promoted:  # waited long enough: served with the turns' texts, ahead of newer ones
-            promoted.update(self.small)
-            self.small = promoted
-        if not self.small and not self.bulk:
-            while self.background and len(batch) < min(size, BACKGROUND_BATCH):
-                key, request = self.background.popitem(last=False)
-                batch[key] = request
-            return batch
         while self.small and len(batch) < size:
             key, request = self.small.popitem(last=False)
             batch[key] = request
@@ -238,7 +197,7 @@ class _Batcher:
 
     async def _drain(self) -> None:
         try:
-            while self.small or self.bulk or self.background:
+            while self.small or self.bulk:
                 self.running = self._take()
                 live = {k: r for k, r in self.running.items() if not r.future.cancelled()}
                 if not live:
@@ -257,12 +216,11 @@ class _Batcher:
                         request.future.set_result(vector)
         finally:
             # Only when the task itself was cancelled (the loop is closing) is anything left.
-            for queue in (self.running, self.small, self.bulk, self.background):
+            for queue in (self.running, self.small, self.bulk):
                 for request in queue.values():
                     if not request.future.done():
                         request.future.cancel()
             self.running = {}
             self.small.clear()
             self.bulk.clear()
-            self.background.clear()
             self.task = None

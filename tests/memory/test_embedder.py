@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
-from typing import Any
 
 import numpy as np
 import pytest
 
-from carrier.memory import embedder as embedder_module
-from carrier.memory.embedder import BACKGROUND_BATCH, Embedder
+from carrier.memory.embedder import Embedder
 from carrier.memory.fake import HashEmbedder
 
 
@@ -208,70 +205,6 @@ async def test_embedder_small_requests_go_before_bulk_ones() -> None:
     bulk = [f"document chunk {i}" for i in range(24)]
     await asyncio.gather(embedder.embed(bulk), embedder.embed_one("hello there"))
     assert embedder.batches[0][0] == "hello there"
-
-
-class Gated(CountingEmbedder):
-    """Holds every batch until ``gate`` is set: requests queue behind the first one."""
-
-    def __init__(self, **kwargs: int) -> None:
-        super().__init__(**kwargs)
-        self.gate = asyncio.Event()
-
-    async def _encode(self, texts: list[str]) -> np.ndarray:
-        await self.gate.wait()
-        return await super()._encode(texts)
-
-
-async def _queued_behind_a_running_batch(
-    embedder: Gated, *requests: Coroutine[Any, Any, np.ndarray]
-) -> list[np.ndarray]:
-    first = asyncio.create_task(embedder.embed_one("first"))
-    await asyncio.sleep(0)
-    await asyncio.sleep(0)  # the first batch is running, waiting at the gate
-    tasks = [asyncio.create_task(r) for r in requests]
-    await asyncio.sleep(0)
-    embedder.gate.set()
-    await first
-    return list(await asyncio.gather(*tasks))
-
-
-async def test_embedder_background_texts_wait_for_the_turns_texts() -> None:
-    embedder = Gated()
-    background = [embedder.embed_one(f"reply {i}", background=True) for i in range(12)]
-    small = [embedder.embed_one(f"message {i}") for i in range(3)]
-    vectors = await _queued_behind_a_running_batch(embedder, *background, *small)
-    # Queued first, served last; and in short batches, so a message arriving meanwhile does
-    # not wait long.
-    assert embedder.batches == [
-        ["first"],
-        [f"message {i}" for i in range(3)],
-        [f"reply {i}" for i in range(BACKGROUND_BATCH)],
-        [f"reply {i}" for i in range(BACKGROUND_BATCH, 12)],
-    ]
-    alone = await HashEmbedder().embed([f"reply {i}" for i in range(12)])
-    assert np.array_equal(np.stack(vectors[:12]), alone)
-
-
-async def test_embedder_background_texts_that_waited_go_with_the_turns_texts(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(embedder_module, "BACKGROUND_WAIT", 0.0)  # every one has waited
-    embedder = Gated()
-    await _queued_behind_a_running_batch(
-        embedder, embedder.embed_one("reply", background=True), embedder.embed_one("message")
-    )
-    assert embedder.batches == [["first"], ["reply", "message"]]
-
-
-async def test_embedder_a_turn_asking_for_a_background_text_moves_it_up() -> None:
-    embedder = Gated()
-    queued, asked = await _queued_behind_a_running_batch(
-        embedder,
-        embedder.embed(["shared", "other reply"], background=True),
-        embedder.embed_one("shared"),
-    )
-    assert embedder.batches == [["first"], ["shared"], ["other reply"]]
-    assert np.array_equal(queued[0], asked)
 
 
 async def test_embedder_bulk_batches_group_texts_of_similar_length() -> None:

@@ -28,14 +28,14 @@ class SlowEmbedder(HashEmbedder):
         self.full = asyncio.Event()
         self.release = asyncio.Event()
 
-    async def embed_one(self, text: str, *, background: bool = False) -> np.ndarray:
+    async def embed_one(self, text: str) -> np.ndarray:
         self.active += 1
         self.peak = max(self.peak, self.active)
         try:
             if self.active >= self.hold_when:
                 self.full.set()
             await self.release.wait()
-            return await super().embed_one(text, background=background)
+            return await super().embed_one(text)
         finally:
             self.active -= 1
 
