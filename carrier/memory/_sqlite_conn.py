@@ -5,7 +5,8 @@ while; an asyncio lock keeps each write, and each multi-statement transaction, w
 never run at the same time. Small reads found through an index run on the event loop's thread
 through a read-only connection instead (:meth:`SQLiteConnection._fetch_near`), and so do a turn's
 small writes through a writing connection of their own (:meth:`SQLiteConnection._write_near`),
-under the same lock: a hand-off to the worker thread and back costs more than such a statement.
+kept apart from the thread's writes by SQLite's own lock on the file: a hand-off to the worker
+thread and back costs more than such a statement.
 Every failure of SQLite becomes a :class:`~carrier.errors.StoreError` that names the file and
 what was being done.
 """
@@ -175,8 +176,9 @@ class SQLiteConnection:
         several (:func:`carrier._sqlite_thread.immediate`), so that a write refused at its start
         (the file's lock held by a thread write, or by another process) has done nothing; it is
         tried again a few times, milliseconds apart (:data:`_NEAR_TRIES`), then goes to the
-        connection's thread whole, under the store's write lock like any thread write; so does every :data:`_THREAD_EVERY`-th, and every write where there is no near
-        writer (``:memory:``)."""
+        connection's thread whole, under the store's write lock like any thread write; so does
+        every :data:`_THREAD_EVERY`-th, and every write where there is no near writer
+        (``:memory:``)."""
         db = self._conn()
         self._near_writes += 1
         if self._near_writes % _THREAD_EVERY:
