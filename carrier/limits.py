@@ -5,9 +5,10 @@ The defaults, and why (measured on the 2-core machine, one agent, the real embed
 a model answering in 1 s, 50 to 200 closed-loop conversations, gated and ungated runs
 alternated; the machine was shared, so runs of one setting varied by ±30%):
 
-* the embedder batches what is waiting (up to its ``max_batch``, 64) and encodes one batch at a
-  time, so it is a queue of its own: a message gate smaller than a batch starves it (16: about
-  half the turns/s of no gate); 64 lets a full batch form;
+* the embedder batches what is waiting and encodes one batch at a time, so it is a queue of its
+  own: a message gate of 16 gave about half the turns/s of no gate when a batch could hold 64
+  texts; 64 lets the next batches form while one is encoded (a turn's texts now go 16 to a
+  batch, ``carrier.memory.embedder.TURN_BATCH``);
 * no store gate: a message's first write is what makes it safe, and a turn queued before it
   would hold the message only in memory;
 * state and evaluate at 8: their queues stayed under a quarter of a second at 200

@@ -10,6 +10,11 @@ encoded, new requests gather behind it and go together in the next one, so under
 runs full batches (its best throughput), and a lone request waits for nobody: no timer, just the
 next turn of the event loop. Small requests (a turn's message) go before bulk ones (a document
 being ingested), so a large ingestion does not hold up conversations by more than one batch.
+
+A batch that carries a turn's text holds at most :data:`TURN_BATCH` texts: every text of a batch
+waits for the whole batch, and all-MiniLM-L6-v2 on one core encodes 16 short texts at 146 a
+second, 64 at 150, so a turn behind 64 others waited 0.43 s where a quarter of them now wait
+0.11 s, the next quarter 0.22 s, and so on, for the same work. Bulk batches keep ``max_batch``.
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ _SMALL_REQUEST = 8
 """Requests of at most this many uncached texts go ahead of bulk ones."""
 _BULK_WINDOW = 16
 """Bulk texts are grouped by length among this many batches' worth of the queue."""
+TURN_BATCH = 16
+"""At most this many texts in a batch that carries a turn's (a small request's) text."""
 
 
 def normalize_rows(vectors: np.ndarray) -> np.ndarray:
@@ -174,11 +181,12 @@ class _Batcher:
 
     def _take(self) -> dict[bytes, _Request]:
         size = self.embedder.max_batch
+        turn_size = min(size, TURN_BATCH)
         batch: dict[bytes, _Request] = {}
-        while self.small and len(batch) < size:
+        while self.small and len(batch) < turn_size:
             key, request = self.small.popitem(last=False)
             batch[key] = request
-        room = size - len(batch)
+        room = (turn_size if batch else size) - len(batch)
         if room <= 0 or not self.bulk:
             return batch
         if len(self.bulk) <= room:

@@ -7,7 +7,7 @@ import asyncio
 import numpy as np
 import pytest
 
-from carrier.memory.embedder import Embedder
+from carrier.memory.embedder import TURN_BATCH, Embedder
 from carrier.memory.fake import HashEmbedder
 
 
@@ -157,10 +157,10 @@ async def test_embedder_wrong_shape_from_encode_is_reported() -> None:
 
 async def test_embedder_concurrent_calls_share_model_batches() -> None:
     embedder = CountingEmbedder()
-    texts = [f"turn number {i}" for i in range(64)]
+    texts = [f"turn number {i}" for i in range(TURN_BATCH)]
     results = await asyncio.gather(*(embedder.embed_one(t) for t in texts))
 
-    assert len(embedder.batches) == 1  # 64 concurrent calls: one model call
+    assert len(embedder.batches) == 1  # concurrent calls: one model call
     assert sorted(embedder.batches[0]) == sorted(texts)
     alone = await HashEmbedder().embed(texts)
     for got, want in zip(results, alone, strict=True):
@@ -189,6 +189,17 @@ async def test_embedder_batches_are_bounded_and_requests_queue_behind_a_running_
     gate.set()
     await asyncio.gather(first, *later)
     assert [len(b) for b in gated.batches] == [1, 10]
+
+
+async def test_embedder_turns_texts_go_in_short_batches_and_bulk_in_long_ones() -> None:
+    """A turn's text waits for its whole batch: turns' texts go TURN_BATCH at a time (the
+    model's rate is the same), a document's chunks max_batch at a time."""
+    embedder = CountingEmbedder(max_batch=64)
+    await asyncio.gather(*(embedder.embed_one(f"message {i}") for i in range(40)))
+    assert [len(b) for b in embedder.batches] == [TURN_BATCH, TURN_BATCH, 40 - 2 * TURN_BATCH]
+    embedder.batches.clear()
+    await embedder.embed([f"chunk {i}" for i in range(100)])
+    assert [len(b) for b in embedder.batches] == [64, 36]
 
 
 async def test_embedder_same_text_in_flight_is_encoded_once() -> None:
