@@ -2,7 +2,8 @@
 conversations and a model that answers in exactly 1 s, against the ideal N turns/s.
 
 The server is the real ``carrier serve --no-clients`` in a child process: the real SQLite store,
-the real all-MiniLM-L6-v2 embedder (the packaged model, offline) and the real model path, litellm
+the real all-MiniLM-L6-v2 embedder (the packaged model, offline) and the real model path (the
+lean call of ``carrier/llm/_direct.py``; litellm with ``--env CARRIER_MODEL_DIRECT=false``)
 calling ``openai/bench-model`` at a loopback OpenAI-compatible server (``bench/_model_server.py``,
 a process of its own) that answers every call after ``--latency`` seconds with a new text. Each
 conversation talks in its own room and sends its next message as soon as its answer arrives.
@@ -320,7 +321,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 "levels": [],
             }
             print(
-                f"[{args.label}] carrier serve on loopback, SQLite, all-MiniLM-L6-v2, litellm → "
+                f"[{args.label}] carrier serve on loopback, SQLite, all-MiniLM-L6-v2, model path → "
                 f"loopback model answering in {args.latency:.1f} s; batched embedding "
                 f"{rate:.0f} texts/s; warm-up {args.warmup:.0f} s, {args.seconds:.0f} s a level"
                 + (f"; {' '.join(args.env)}" if args.env else "")
