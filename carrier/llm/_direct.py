@@ -1,18 +1,20 @@
 """The lean model call: an OpenAI-compatible chat completion sent straight over one pooled HTTP
-client, for the models litellm itself would send as they are.
+session, for the models litellm itself would send as they are.
 
-litellm spends 4 to 6 ms of the event loop's time on every call (its dispatch, logging and pricing
-layers, the openai SDK, its HTTP transport) against ~0.2 ms for the request itself over aiohttp;
-under load that was a third of the time the event loop held the GIL (``bench/llm_call.py``,
-``bench/throughput.py``). aiohttp, not httpx: with a hundred calls in flight httpx's pool cost
-more per call than all of litellm. For an ``openai/`` model that litellm maps with no translation of the
-parameters Carrier sends (not the o-series, GPT-5 or audio models, whose parameters it renames
-or drops; nothing but chat models) the request is the same either way, so it goes out here:
-same URL, key, body and timeout, the answer read into a :class:`ModelResult` as litellm's would
-be, priced by litellm's own table, and failures raised in the shapes the retry plan judges
-(:class:`HTTPFailure` with the status and headers, :class:`TimeoutError`,
-:class:`ConnectionError`, :class:`MalformedAnswer`). Everything else — other vendors, streams,
-litellm's own test hooks — still goes through litellm.
+litellm spends 4 to 7 ms of the event loop's time on every call (its dispatch, logging and
+pricing layers, the openai SDK, its HTTP transport) against ~0.3 ms for the request itself over
+aiohttp; under load that was a third of the time the event loop held the GIL
+(``bench/llm_call.py``, ``bench/throughput.py``). aiohttp, not httpx: with a hundred calls in
+flight httpx's pool cost more per call than all of litellm.
+
+For an ``openai/`` model that litellm maps with no translation of the parameters Carrier sends
+(not the o-series, GPT-5 or audio models, whose parameters it renames or drops; nothing but chat
+models) the request is the same either way, so it goes out here: same URL, key, body and
+timeout, the answer read into a :class:`ModelResult` as litellm's would be, priced by litellm's
+own table, and failures raised in the shapes the retry plan judges (:class:`HTTPFailure` with
+the status and headers, :class:`TimeoutError`, :class:`ConnectionError`,
+:class:`MalformedAnswer`). Everything else (other vendors, streams, litellm's own test hooks)
+still goes through litellm.
 """
 
 from __future__ import annotations
@@ -161,9 +163,7 @@ def result_from_json(model: str, data: Any) -> ModelResult:
     message = first.get("message")
     if not isinstance(message, dict):
         raise MalformedAnswer("no message")
-    text = message.get("content") or ""
-    if not isinstance(text, str):
-        raise MalformedAnswer("content is not text")
+    text = _text(message.get("content"))
     calls = [
         tool_call(tc.get("id"), (tc.get("function") or {}).get("name"), _arguments(tc))
         for tc in message.get("tool_calls") or []
@@ -185,6 +185,20 @@ def result_from_json(model: str, data: Any) -> ModelResult:
         ),
         tool_calls=calls,
     )
+
+
+def _text(content: Any) -> str:
+    """The answer's text: a string, or the text parts of a list of content parts (as some
+    OpenAI-compatible servers send it)."""
+    if content is None or isinstance(content, str):
+        return content or ""
+    if isinstance(content, list):
+        return "".join(
+            str(part.get("text") or "")
+            for part in content
+            if isinstance(part, dict) and part.get("type", "text") == "text"
+        )
+    raise MalformedAnswer("content is not text")
 
 
 def _arguments(tc: dict[str, Any]) -> Any:

@@ -8,10 +8,10 @@ import socket
 
 import pytest
 
-from carrier.llm._direct import HTTPFailure, is_plain_openai_model
+from carrier.llm._direct import HTTPFailure, is_plain_openai_model, result_from_json
 from carrier.llm._litellm import _import, judge, response_cost
 from carrier.llm.base import ChatMessage, ModelRequest
-from carrier.llm.failures import ModelFailure
+from carrier.llm.failures import MalformedAnswer, ModelFailure
 from carrier.llm.litellm_provider import LiteLLMProvider, load_litellm
 from tests.llm.openai_server import FakeOpenAIServer, Reply
 
@@ -215,3 +215,20 @@ async def test_nothing_listening_is_a_connection_failure() -> None:
         await provider.generate(_request())
     assert str(info.value) == "model call failed after 1 attempt: openai/m: connection failed"
     await provider.aclose()
+
+
+async def test_an_answer_in_content_parts_is_read_as_text() -> None:
+    await load_litellm()  # (for the price)
+
+    def completion(content: object) -> dict[str, object]:
+        message = {"role": "assistant", "content": content}
+        return {"choices": [{"message": message, "finish_reason": "stop"}], "usage": {}}
+
+    parts = [{"type": "text", "text": "Hello "}, {"type": "text", "text": "there."}]
+    assert result_from_json("openai/m", completion(parts)).text == "Hello there."
+    with pytest.raises(MalformedAnswer, match="no content"):
+        result_from_json("openai/m", completion(None))
+    with pytest.raises(MalformedAnswer, match="not text"):
+        result_from_json("openai/m", completion(42))
+    with pytest.raises(MalformedAnswer, match="no choices"):
+        result_from_json("openai/m", {"choices": []})
