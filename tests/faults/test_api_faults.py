@@ -200,7 +200,12 @@ async def test_api_faults_without_an_answer_fail_cleanly(
         if turn.streamed:
             assert turn.status == 200 and turn.reply == ""
             assert turn.done["status"] == "failed"
-            assert turn.done["reason"].startswith(("model call failed", "model deadline"))
+            # A turn that starts after five failed ones finds the model's circuit open:
+            # how many do depends on the order the four people's turns end in.
+            reason = turn.done["reason"]
+            assert reason.startswith(("model call failed", "model deadline")) or (
+                "(circuit open)" in reason
+            ), reason
         else:
             assert turn.status == 503
     inbound = await api.store.get_memories(
