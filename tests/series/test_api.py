@@ -13,6 +13,7 @@ import pytest
 
 from carrier.agents import AgentManager
 from carrier.api import ApiSettings, create_app
+from carrier.api.routes import series as series_routes
 from carrier.llm.fake import FunctionModel
 from carrier.memory.fake import HashEmbedder
 from carrier.memory.sqlite import SQLiteStore
@@ -80,6 +81,26 @@ async def world(tmp_path: Path, series_factory: SeriesFactory) -> AsyncIterator[
 
 def by(lines: list[dict[str, Any]]) -> dict[tuple[str, str | None], list[Any]]:
     return {(x["name"], x["agent_id"]): [v for _, v in x["points"]] for x in lines}
+
+
+@pytest.mark.parametrize("second", [0.0, 30.25, 59.5])
+async def test_series_default_window_is_the_same_at_any_second_of_the_minute(
+    world: World, monkeypatch: pytest.MonkeyPatch, second: float
+) -> None:
+    """An hour of minutes and this one, 30 days and today: never one short because the request
+    came in the last second of a minute."""
+    at = 1_795_894_800 + second  # 2026-11-28 19:40:00 UTC, plus the second
+    monkeypatch.setattr(series_routes.time, "time", lambda: at)
+    total = {"name": "turns", "group": "total"}
+    minutes = (await world.http.get("/metrics/series", params=total)).json()
+    assert [p[0] for p in minutes["lines"][0]["points"]] == list(
+        range(1_795_894_800 - 3600, 1_795_894_800 + 60, 60)
+    )
+    days = (await world.http.get("/metrics/series", params={**total, "step": "day"})).json()
+    today = 1_795_894_800 // 86_400 * 86_400
+    assert [p[0] for p in days["lines"][0]["points"]] == list(
+        range(today - 30 * 86_400, today + 86_400, 86_400)
+    )
 
 
 async def test_series_endpoint_lines_per_agent_and_summed(world: World) -> None:

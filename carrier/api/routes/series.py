@@ -29,7 +29,15 @@ from carrier.character import parse_character
 from carrier.errors import CarrierError
 from carrier.llm.budget import Budget, Budgets, Exceeded, budget_of
 from carrier.memory.index.manager import VectorIndex
-from carrier.series.model import COST, ERRORS, TOKENS_COMPLETION, TOKENS_PROMPT, TURNS, Step
+from carrier.series.model import (
+    COST,
+    ERRORS,
+    TOKENS_COMPLETION,
+    TOKENS_PROMPT,
+    TURNS,
+    Step,
+    bucket_start,
+)
 from carrier.series.query import NAME_PATTERN, read_lines
 from carrier.series.recorder import SeriesRecorder
 
@@ -205,10 +213,15 @@ async def read_series(
     step: Step = Step.MINUTE,
     start: Annotated[
         IsoDatetime | None,
-        Query(alias="from", description="Inclusive; default an hour (minute) or 30 days ago."),
+        Query(
+            alias="from",
+            description="Inclusive; default an hour (minute) or 30 days (day) before the "
+            "step that holds `to`.",
+        ),
     ] = None,
     end: Annotated[
-        IsoDatetime | None, Query(alias="to", description="Exclusive; default now.")
+        IsoDatetime | None,
+        Query(alias="to", description="Exclusive; default the end of the step holding now."),
     ] = None,
     group: Annotated[
         Literal["agent", "total"],
@@ -218,8 +231,14 @@ async def read_series(
     """Counters per minute or per day, per agent or summed; one point per step."""
     recorder = _recorder(state)
     agents = _scope(who, agent_id)
-    until = _seconds(end) if end is not None else int(time.time()) + 1
-    since = _seconds(start) if start is not None else until - DEFAULT_SPAN[step]
+    if end is not None:
+        until = _seconds(end)
+        since = _seconds(start) if start is not None else until - DEFAULT_SPAN[step]
+    else:
+        # Up to the end of the step holding now, and the span before that step: one point more
+        # than the span holds (61 minutes, 31 days), whatever the second within the step.
+        until = bucket_start(time.time(), step) + step.seconds
+        since = _seconds(start) if start is not None else until - DEFAULT_SPAN[step] - step.seconds
     if since >= until:
         raise ApiError(
             422,
