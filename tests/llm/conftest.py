@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from carrier.llm._direct import DirectOpenAI
+from carrier.llm.litellm_provider import LiteLLMProvider
 from carrier.llm.resilience import Backoff
 from tests.llm.openai_server import FakeOpenAIServer
 
@@ -51,3 +52,12 @@ async def close_direct_sessions(monkeypatch: pytest.MonkeyPatch) -> AsyncIterato
     yield
     for direct in made:
         await direct.aclose()
+
+
+@pytest.fixture(params=[True, False], ids=["direct", "litellm"])
+def both_paths(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The test runs twice: providers made without ``direct=`` send a plain ``openai/`` call
+    over the lean path, then through litellm (streams go through litellm either way)."""
+    defaults = LiteLLMProvider.__init__.__kwdefaults__
+    assert defaults is not None and "direct" in defaults
+    monkeypatch.setitem(defaults, "direct", request.param)

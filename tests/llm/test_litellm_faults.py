@@ -21,6 +21,7 @@ from tests.llm.openai_server import FakeOpenAIServer, Reply
 litellm_stream_warning = pytest.mark.filterwarnings(
     "ignore:Item 'summary' on TypedDict class 'ChatCompletionReasoningItem':UserWarning"
 )
+pytestmark = pytest.mark.usefixtures("both_paths")  # each test over both model paths
 EXCEPTION_NAME = re.compile(r"\b[A-Z]\w*(Error|Exception)\b|Traceback")
 
 
@@ -40,23 +41,10 @@ def faults() -> Iterator[FaultServer]:
     server.stop()
 
 
-_path: dict[str, bool] = {}
-
-
-@pytest.fixture(autouse=True, params=[True, False], ids=["direct", "litellm"])
-def path(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Every test both ways: a plain ``openai/`` call over the lean path, and through litellm
-    (streams go through litellm either way)."""
-    _path["direct"] = request.param
-    yield
-    _path.clear()
-
-
 def _on(
     server: FaultServer | FakeOpenAIServer, model: str = "openai/m", **kw: object
 ) -> LiteLLMProvider:
     options: dict[str, object] = {
-        "direct": _path["direct"],
         "api_base": server.base_url,
         "api_key": "sk-test",
         "backoff": _fast(),

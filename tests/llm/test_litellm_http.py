@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from carrier.errors import ProviderError
@@ -16,6 +14,7 @@ from tests.llm.openai_server import FakeOpenAIServer, Reply
 litellm_stream_warning = pytest.mark.filterwarnings(
     "ignore:Item 'summary' on TypedDict class 'ChatCompletionReasoningItem':UserWarning"
 )
+pytestmark = pytest.mark.usefixtures("both_paths")  # each test over both model paths
 
 
 def _request(text: str = "hello there") -> ModelRequest:
@@ -27,21 +26,8 @@ def _request(text: str = "hello there") -> ModelRequest:
     )
 
 
-_path: dict[str, bool] = {}
-
-
-@pytest.fixture(autouse=True, params=[True, False], ids=["direct", "litellm"])
-def path(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Every test both ways: a plain ``openai/`` call over the lean path, and through litellm
-    (streams go through litellm either way)."""
-    _path["direct"] = request.param
-    yield
-    _path.clear()
-
-
 def _provider(server: FakeOpenAIServer, backoff: Backoff, **kwargs: object) -> LiteLLMProvider:
     options: dict[str, object] = {
-        "direct": _path["direct"],
         "api_base": server.base_url,
         "api_key": "sk-test",
         "backoff": backoff,
