@@ -204,12 +204,13 @@ def given_model(model: ModelProvider) -> ModelChoice:
 
 
 def default_embedder(settings: Settings | None = None) -> Embedder:
-    """The packaged sentence-transformers model, with ``CARRIER_EMBED_THREADS`` from the
-    settings (``.env`` included) when given."""
+    """The packaged all-MiniLM-L6-v2, with ``CARRIER_EMBED_THREADS`` and
+    ``CARRIER_EMBED_ENGINE`` from the settings (``.env`` included) when given."""
     from carrier.memory.sentence import SentenceTransformerEmbedder
 
-    threads = settings.embed_threads if settings is not None else None
-    return SentenceTransformerEmbedder(threads=threads)
+    if settings is None:
+        return SentenceTransformerEmbedder()
+    return SentenceTransformerEmbedder(threads=settings.embed_threads, engine=settings.embed_engine)
 
 
 async def load_embedder(embedder: Embedder) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -111,8 +111,14 @@ class Settings(BaseSettings):
     the API then answers 429 with ``Retry-After`` (storing nothing); Discord shows the typing
     indicator and pauses the turn briefly."""
     embed_threads: int | None = Field(default=None, ge=0, le=1024)
-    """torch's intra-op threads for the embedding model (0: torch's default, one per core;
-    unset: :data:`carrier.memory.sentence.DEFAULT_THREADS`, measured for serving)."""
+    """Intra-op threads for the embedding model, torch's or the numpy engine's BLAS threads (0:
+    the library's default, one per core; unset: :data:`carrier.memory.sentence.DEFAULT_THREADS`,
+    measured for serving)."""
+    embed_engine: Literal["auto", "numpy", "torch"] = "auto"
+    """What runs the embedding model: ``numpy`` (:mod:`carrier.memory.bert`: loads in a fraction
+    of a second, all-MiniLM-L6-v2 and other BERT models with mean pooling), ``torch``
+    (sentence-transformers, every model) or ``auto`` (numpy where it can). Both make the same
+    vectors."""
     background_workers: int = Field(default=2, ge=1, le=64)
     """Per agent: fact extractions and summaries running at once, after their turns."""
     background_backlog: int = Field(default=64, ge=1, le=100_000)

@@ -1,9 +1,11 @@
-"""The embedder as served: torch's intra-op threads from ``CARRIER_EMBED_THREADS`` (one by
-default, as measured), and a warm-up encode at load so the first message pays no start-up
-cost."""
+"""The embedder as served: its intra-op threads from ``CARRIER_EMBED_THREADS`` (one by default,
+as measured), and a warm-up encode at load so the first message pays no start-up cost."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from typing import Any
 
 import numpy as np
@@ -50,12 +52,12 @@ def test_the_embedder_reads_its_threads_from_the_environment(
 
 
 class FakeModel:
-    """Stands in for the SentenceTransformer: records what it was asked to encode."""
+    """Stands in for the engine: records what it was asked to encode."""
 
     def __init__(self) -> None:
         self.calls: list[list[str]] = []
 
-    def encode(self, texts: list[str], **_: Any) -> np.ndarray:
+    def __call__(self, texts: list[str]) -> np.ndarray:
         self.calls.append(list(texts))
         return np.ones((len(texts), 384), dtype=np.float32)
 
@@ -63,7 +65,8 @@ class FakeModel:
 async def test_loading_ends_with_one_warm_up_encode(monkeypatch: pytest.MonkeyPatch) -> None:
     model = FakeModel()
     embedder = SentenceTransformerEmbedder(cache_size=0)
-    monkeypatch.setattr(embedder, "_build_model", lambda: model)
+    assert embedder.engine == "numpy"
+    monkeypatch.setattr(embedder, "_build_numpy", lambda: model)
     assert not embedder.loaded
     await embedder.load()
     assert embedder.loaded
@@ -75,14 +78,31 @@ async def test_loading_ends_with_one_warm_up_encode(monkeypatch: pytest.MonkeyPa
 
 
 @pytest.mark.slow
-async def test_the_real_model_serves_on_the_threads_it_was_given(
-    real_embedder: SentenceTransformerEmbedder,
-) -> None:
-    import torch
-
-    await real_embedder.load()
-    assert real_embedder.threads == DEFAULT_THREADS
-    assert torch.get_num_threads() == DEFAULT_THREADS
+@pytest.mark.parametrize("threads", [None, 2])
+def test_the_numpy_engine_encodes_on_the_threads_it_was_given(threads: int | None) -> None:
+    # In a process of its own, as served: numpy's BLAS as the library reports it mid-encode.
+    script = (
+        "import asyncio\n"
+        "from carrier.memory._blas import _blas_libraries\n"
+        "from carrier.memory.bert import BertEncoder\n"
+        "from carrier.memory.sentence import SentenceTransformerEmbedder\n"
+        "seen = []\n"
+        "encode = BertEncoder.encode\n"
+        "def recording(self, texts):\n"
+        "    seen.extend(lib.num_threads for lib in _blas_libraries())\n"
+        "    return encode(self, texts)\n"
+        "BertEncoder.encode = recording\n"
+        f"embedder = SentenceTransformerEmbedder(cache_size=0, threads={threads})\n"
+        "asyncio.run(embedder.embed_one('counted while it encodes'))\n"
+        "print(embedder.threads, sorted(set(seen)))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != THREADS_ENV}
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    want = DEFAULT_THREADS if threads is None else threads
+    assert done.stdout.split() == [str(want), f"[{want}]"]
 
 
 def test_the_hosts_embedder_takes_its_threads_from_the_settings_dotenv_included(

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -195,24 +198,36 @@ def test_index_rows_estimate_counts_matches_without_a_scan() -> None:
 
 
 def test_one_blas_thread_holds_blas_to_one_thread_until_the_last_user_leaves() -> None:
-    threadpoolctl = pytest.importorskip("threadpoolctl")
-    from carrier.memory.index._blas import _blas_libraries, one_blas_thread
+    # In a fresh process: OpenBLAS ignores a switch while another thread that ran BLAS products
+    # is alive (the embedder's worker, in this test session).
+    pytest.importorskip("threadpoolctl")
+    script = """
+import sys, threadpoolctl
+from carrier.memory._blas import _blas_libraries, one_blas_thread
 
-    # numpy's BLAS (loaded first); a library loaded later (scipy's) does not run numpy's products.
-    numpy_blas = {lib.filepath for lib in _blas_libraries()}
+# numpy's BLAS (loaded first); a library loaded later (scipy's) does not run numpy's products.
+numpy_blas = {lib.filepath for lib in _blas_libraries()}
 
-    def blas_threads() -> list[int]:
-        return [
-            i["num_threads"] for i in threadpoolctl.threadpool_info() if i["filepath"] in numpy_blas
-        ]
+def blas_threads():
+    return [
+        i["num_threads"] for i in threadpoolctl.threadpool_info() if i["filepath"] in numpy_blas
+    ]
 
-    with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
-        if not blas_threads():
-            pytest.skip("numpy has no BLAS library threadpoolctl can control")
-        assert set(blas_threads()) == {2}
+with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
+    if not blas_threads():
+        print("no BLAS")
+        sys.exit(0)
+    assert set(blas_threads()) == {2}
+    with one_blas_thread():
+        assert set(blas_threads()) == {1}
         with one_blas_thread():
             assert set(blas_threads()) == {1}
-            with one_blas_thread():
-                assert set(blas_threads()) == {1}
-            assert set(blas_threads()) == {1}  # the outer use is still running
-        assert set(blas_threads()) == {2}
+        assert set(blas_threads()) == {1}  # the outer use is still running
+    assert set(blas_threads()) == {2}
+print("ok")
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    if done.stdout.strip() == "no BLAS":
+        pytest.skip("numpy has no BLAS library threadpoolctl can control")
+    assert done.stdout.strip() == "ok"

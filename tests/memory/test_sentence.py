@@ -76,7 +76,7 @@ async def test_sentence_concurrent_calls_run_without_blocking_the_loop(
 
 @pytest.mark.slow
 async def test_sentence_loading_prints_no_progress_bar(capfd: pytest.CaptureFixture[str]) -> None:
-    embedder = SentenceTransformerEmbedder(cache_size=0)
+    embedder = SentenceTransformerEmbedder(cache_size=0, engine="torch")
     await embedder.load()
     assert embedder.loaded
     captured = capfd.readouterr()

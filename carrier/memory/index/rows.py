@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from carrier.memory.index._blas import one_blas_thread
+from carrier.memory._blas import one_blas_thread
 from carrier.memory.index._postings import Codes, Postings
 
 __all__ = ["VectorFilter", "VectorRows", "VectorSet"]

@@ -1,4 +1,5 @@
-"""Run numpy's matrix-vector products on one BLAS thread.
+"""Run numpy's matrix products on one BLAS thread (the vector index's scans, the numpy
+embedding engine's forward pass), or set how many the process uses.
 
 Scoring every row is memory-bound: a second BLAS thread gains ~10% on an idle machine, and on a
 busy one (other processes, the embedding model) OpenBLAS threads wait for each other at barriers,
@@ -7,6 +8,10 @@ setting (process-wide in OpenBLAS) for the duration of a product through its BLA
 controllers, found once (~4 us a switch; ``ThreadpoolController.limit`` took ~15 us idle and
 ~0.13 ms inside a turn); overlapping uses are counted so the last one out restores it. Without
 threadpoolctl this does nothing.
+
+OpenBLAS (0.3.31 here) ignores a switch made while another thread that has run BLAS products is
+alive: the numpy embedding engine's worker thread is one, so that engine sets the process's
+count once, at load (:func:`set_blas_threads`), to its serving threads (one by default).
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from typing import Any
 
 import numpy  # noqa: F401 - loads the BLAS library before threadpoolctl looks for it
 
-__all__ = ["one_blas_thread"]
+__all__ = ["one_blas_thread", "set_blas_threads"]
 
 _lock = threading.Lock()
 _users = 0
@@ -61,3 +66,16 @@ def one_blas_thread() -> Iterator[None]:
                 if _users == 0:
                     for lib, threads in zip(libraries, _saved, strict=True):
                         lib.set_num_threads(threads)
+
+
+def set_blas_threads(threads: int) -> None:
+    """Set the BLAS libraries' thread count for the process (what :func:`one_blas_thread`
+    restores to after each use)."""
+    global _saved
+    with _lock:
+        libraries = _blas_libraries()
+        if _users:
+            _saved = [threads for _ in libraries]
+        else:
+            for lib in libraries:
+                lib.set_num_threads(threads)
