@@ -15,6 +15,11 @@ own table, and failures raised in the shapes the retry plan judges (:class:`HTTP
 the status and headers, :class:`TimeoutError`, :class:`ConnectionError`,
 :class:`MalformedAnswer`). Everything else (other vendors, streams, litellm's own test hooks)
 still goes through litellm.
+
+Neither the choice of path nor the price needs litellm imported (seconds of CPU): both are read
+off litellm's table and name rules by :mod:`carrier.llm._model_table`, which reproduces its
+tests and falls back to litellm itself only for a price the table does not give plainly
+(tiered ones), importing it then.
 """
 
 from __future__ import annotations
@@ -26,12 +31,19 @@ from typing import Any
 
 import aiohttp
 
-from carrier.llm._litellm import litellm, tool_call
+from carrier.llm._litellm import load_litellm_now, tool_call
+from carrier.llm._model_table import model_table, openai_rates
 from carrier.llm.base import ModelResult
 from carrier.llm.failures import MalformedAnswer
 from carrier.types import Usage
 
-__all__ = ["DirectOpenAI", "HTTPFailure", "is_plain_openai_model"]
+__all__ = [
+    "DirectOpenAI",
+    "HTTPFailure",
+    "is_plain_openai_model",
+    "price",
+    "prices_without_litellm",
+]
 
 OPENAI_BASE = "https://api.openai.com/v1"
 _PREFIX = "openai/"
@@ -53,28 +65,41 @@ class HTTPFailure(Exception):
 def is_plain_openai_model(model: str) -> bool:
     """Whether litellm sends ``model`` (``openai/<name>``) with the parameters as given: a chat
     model outside the o-series, GPT-5 and audio families (a name litellm does not know, such as
-    a local server's, is sent as it is too). Asked of litellm once per model."""
+    a local server's, is sent as it is too). Decided once per model from litellm's own table and
+    name rules, without importing litellm (:mod:`carrier.llm._model_table`)."""
     if not model.startswith(_PREFIX):
         return False
     known = _plain.get(model)
     if known is None:
-        known = _plain[model] = _ask_litellm(model[len(_PREFIX) :])
+        known = _plain[model] = _plain_by_table(model[len(_PREFIX) :])
     return known
 
 
-def _ask_litellm(name: str) -> bool:
-    lm = litellm()
-    try:
-        renamed = (
-            lm.openaiOSeriesConfig.is_model_o_series_model(model=name)
-            or lm.OpenAIGPT5Config.is_model_gpt_5_model(model=name)
-            or lm.openAIGPTAudioConfig.is_model_gpt_audio_model(model=name)
-        )
-        info = lm.model_cost.get(name) or lm.model_cost.get(_PREFIX + name) or {}
-    except Exception:  # a litellm without these: let litellm send everything
+_REASONING_SERIES = ("gpt-5", "gpt-6")
+"""litellm's ``GPT_REASONING_SERIES_MARKERS`` (``llms/openai/chat/gpt_reasoning_transformation``;
+a test keeps the two equal)."""
+
+
+def _plain_by_table(name: str) -> bool:
+    """litellm's own tests, on its table: ``is_model_o_series_model``, ``is_model_gpt_5_model``
+    and ``is_model_gpt_audio_model`` of its openai chat config, then the entry's ``mode`` and
+    ``supports_reasoning``. Stricter than litellm where its name rules (the table's
+    ``fallback_generalizations``) call a name a reasoning model, or not a chat model. No table:
+    never plain (litellm sends everything)."""
+    table = model_table()
+    if table is None:
         return False
-    if renamed or info.get("supports_reasoning"):
+    chat_models = table.openai_chat
+    last = name.split("/")[-1]
+    o_series = len(last) > 1 and last[0] == "o" and last[1].isdigit() and last in chat_models
+    gpt_5 = any(marker in name for marker in _REASONING_SERIES) and "gpt-5-chat" not in last
+    audio = name in chat_models and "audio" in name
+    info = table.entries.get(name) or table.entries.get(_PREFIX + name) or {}
+    if o_series or gpt_5 or audio or info.get("supports_reasoning"):
         return False
+    for ruled in (*table.rules_for(name), *table.rules_for(_PREFIX + name)):
+        if ruled.get("supports_reasoning") or ruled.get("mode") not in (None, "chat"):
+            return False
     return info.get("mode") in (None, "chat")
 
 
@@ -206,14 +231,25 @@ def _arguments(tc: dict[str, Any]) -> Any:
 
 
 def price(model: str, prompt_tokens: int, completion_tokens: int) -> float:
-    """US dollars by litellm's price table; 0 for a model it has no price for."""
+    """US dollars by litellm's price table; 0 for a model it has no price for. Read off the
+    table where it is plain (:func:`prices_without_litellm`), else asked of litellm (imported
+    here if it is not yet: a caller on the event loop imports it first)."""
+    rates = openai_rates(model) if model.startswith(_PREFIX) else None
+    if rates is not None:
+        return prompt_tokens * rates[0] + completion_tokens * rates[1]
     if model in _unpriced:
         return 0.0
+    litellm = load_litellm_now()
     try:
-        prompt_cost, completion_cost = litellm().cost_per_token(
+        prompt_cost, completion_cost = litellm.cost_per_token(
             model=model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens
         )
     except Exception:  # not in the table
         _unpriced.add(model)
         return 0.0
     return float(prompt_cost + completion_cost)
+
+
+def prices_without_litellm(model: str) -> bool:
+    """Whether :func:`price` prices ``model`` from the table alone (litellm not needed)."""
+    return model.startswith(_PREFIX) and openai_rates(model) is not None

@@ -53,6 +53,12 @@ async def load_litellm() -> Any:
     return _module if _module is not None else await asyncio.to_thread(_import)
 
 
+def load_litellm_now() -> Any:
+    """Import and configure litellm on this thread if it is not loaded yet (seconds): for code
+    that cannot await :func:`load_litellm` and must have it."""
+    return _module if _module is not None else _import()
+
+
 def litellm() -> Any:
     """The loaded litellm module (after :func:`load_litellm`)."""
     if _module is None:
