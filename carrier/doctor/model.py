@@ -105,7 +105,12 @@ class ModelChecker:
         if cache_key not in self._calls:
             self._calls[cache_key] = asyncio.ensure_future(self._once(provider, model))
         failure = await self._calls[cache_key]
-        return None if failure is None else _explain(failure, model, provider.api_base)
+        if failure is None:
+            return None
+        from carrier.llm._litellm import load_litellm
+
+        await load_litellm()  # (a call over the lean path needs none; _explain tells its errors)
+        return _explain(failure, model, provider.api_base)
 
     async def _once(self, provider: Any, model: str) -> BaseException | None:
         # One attempt at this model alone, with a short timeout: a check, not a conversation.

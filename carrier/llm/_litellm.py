@@ -59,6 +59,26 @@ def load_litellm_now() -> Any:
     return _module if _module is not None else _import()
 
 
+_loading: threading.Thread | None = None
+
+
+def load_litellm_soon() -> None:
+    """Start importing litellm in a daemon thread, unless it is loaded or loading: a later
+    :func:`load_litellm` then finds it ready, or waits only for the rest of the import. A
+    failure is left for that call to raise."""
+    global _loading
+    if _module is None and _loading is None:
+        _loading = threading.Thread(target=_import_quietly, name="carrier-litellm", daemon=True)
+        _loading.start()
+
+
+def _import_quietly() -> None:
+    try:
+        _import()
+    except Exception as exc:  # raised again, to whoever needs litellm, by load_litellm
+        logging.getLogger(__name__).debug("importing litellm failed: %s", exc)
+
+
 def litellm() -> Any:
     """The loaded litellm module (after :func:`load_litellm`)."""
     if _module is None:

@@ -2,8 +2,9 @@
 a per-attempt timeout and a deadline for the whole call, a circuit breaker and an optional
 in-memory response cache.
 
-litellm is imported on the first call (in a worker thread; it takes ~3 s), never at import time,
-with ``LITELLM_LOCAL_MODEL_COST_MAP=True`` so it does not fetch its price map over the network.
+litellm is imported when a call first needs it (in a worker thread; it takes ~3 s), never at
+import time, with ``LITELLM_LOCAL_MODEL_COST_MAP=True`` so it does not fetch its price map over
+the network. Calls over the lean path (:mod:`carrier.llm._direct`) need no litellm at all.
 """
 
 from __future__ import annotations
@@ -18,18 +19,25 @@ from typing import Any
 
 from carrier.errors import ProviderUnavailable
 from carrier.llm._cache import ResponseCache
-from carrier.llm._direct import OPENAI_BASE, DirectOpenAI, is_plain_openai_model, price
+from carrier.llm._direct import (
+    OPENAI_BASE,
+    DirectOpenAI,
+    is_plain_openai_model,
+    prices_without_litellm,
+)
 from carrier.llm._litellm import (
     StreamAccumulator,
     is_auth_error,
     judge,
     litellm,
     load_litellm,
+    load_litellm_soon,
     result_from_response,
     within,
 )
+from carrier.llm._model_table import model_table
 from carrier.llm._plan import AttemptPlan, Slot
-from carrier.llm.base import ModelProvider, ModelRequest, ModelResult
+from carrier.llm.base import ChatMessage, ModelProvider, ModelRequest, ModelResult
 from carrier.llm.deadline import Deadline, current_deadline
 from carrier.llm.failures import CircuitOpen, StreamInterrupted
 from carrier.llm.models import credential_env_vars, vendor_of
@@ -117,17 +125,28 @@ class LiteLLMProvider(ModelProvider):
         return f"LiteLLMProvider(model={self.model!r}, fallbacks={self.fallbacks!r})"
 
     async def prepare(self) -> None:
-        """Import litellm now (seconds, once per process) and take one offline call through
-        it, rather than in the first turn: litellm sets up lazily on its first call (the
-        provider's modules, its logging and pricing paths: hundreds of ms), which would
-        otherwise land on the first person's answer. The call is litellm's own
-        ``mock_response``: nothing is sent, nothing is billed."""
+        """Get what the first call needs ready now rather than in the first turn.
+
+        When every model of the chain goes over the lean path and is priced from litellm's
+        table (a plain ``openai/`` chat model with a key, no ``extra``), that is the table
+        (read in a worker thread, ~30 ms); litellm then starts importing in a background thread
+        once this returns, for streams and anything else that needs it a few seconds later,
+        while the first answer does not wait for it.
+
+        Otherwise litellm is imported now (seconds, once per process) and taken through one
+        offline call: litellm sets up lazily on its first call (the provider's modules, its
+        logging and pricing paths: hundreds of ms), which would otherwise land on the first
+        person's answer. The call is litellm's own ``mock_response``: nothing is sent,
+        nothing is billed."""
+        if await self._lean_start():
+            if not self._warmed:
+                self._warmed = True
+                asyncio.get_running_loop().call_soon(load_litellm_soon)
+            return
         litellm = await load_litellm()
         if self._warmed:
             return
         self._warmed = True
-        if self.direct and is_plain_openai_model(self.model):
-            price(self.model, 1, 1)  # litellm's price table loads on its first use: ~20 ms
         try:
             await litellm.acompletion(
                 model=self.model,
@@ -137,6 +156,21 @@ class LiteLLMProvider(ModelProvider):
             )
         except Exception as exc:  # a warm-up that fails costs the first turn its time, no more
             log.debug("model %s: warm-up call failed: %s", self.model, self._describe(exc))
+
+    async def _lean_start(self) -> bool:
+        """Whether every model of the chain answers without litellm (see :meth:`prepare`)."""
+        if not self.direct or self.extra or await asyncio.to_thread(model_table) is None:
+            return False
+        return self._lean(ModelRequest(messages=[ChatMessage(role="user", content="warm-up")]))
+
+    def _lean(self, request: ModelRequest) -> bool:
+        """Whether every model a call may try goes over the lean path and is priced from the
+        table: such a call needs no litellm."""
+        return all(
+            self._direct_for(model, {**self._endpoint(model), "tools": request.tools}) is not None
+            and prices_without_litellm(model)
+            for model in self._models_for(request)
+        )
 
     async def supports_vision(self) -> bool:
         """What litellm's model map says of the primary model (unknown models: no)."""
@@ -155,7 +189,8 @@ class LiteLLMProvider(ModelProvider):
         hit = self.cache.get(key)
         if hit is not None:
             return hit
-        await load_litellm()
+        if not self._lean(request):
+            await load_litellm()
         self._admit()
         plan = self._plan(request)
         settled = False
@@ -326,16 +361,23 @@ class LiteLLMProvider(ModelProvider):
                 # litellm 1.10x imports its MCP gateway (and the optional `mcp` package) for any
                 # call with tools; ours are plain function tools, so skip that path.
                 kwargs["_skip_mcp_handler"] = True
-        if vendor_of(model) == vendor_of(self.model):
-            if self.api_base:
-                kwargs["api_base"] = self.api_base
-            if self._api_key:
-                kwargs["api_key"] = self._api_key
-        if "api_key" not in kwargs and self._keyless_local_openai(model):
-            # Local OpenAI-compatible servers need no key, but the openai SDK insists on one.
-            kwargs["api_key"] = _NO_KEY_PLACEHOLDER
+        kwargs.update(self._endpoint(model))
         kwargs.update(self.extra)
         return kwargs
+
+    def _endpoint(self, model: str) -> dict[str, str]:
+        """The ``api_base`` and ``api_key`` a call to ``model`` is given: the provider's own for
+        its vendor, a placeholder key for a keyless local OpenAI-compatible server."""
+        found: dict[str, str] = {}
+        if vendor_of(model) == vendor_of(self.model):
+            if self.api_base:
+                found["api_base"] = self.api_base
+            if self._api_key:
+                found["api_key"] = self._api_key
+        if "api_key" not in found and self._keyless_local_openai(model):
+            # Local OpenAI-compatible servers need no key, but the openai SDK insists on one.
+            found["api_key"] = _NO_KEY_PLACEHOLDER
+        return found
 
     def _temperature(self, request: ModelRequest) -> float | None:
         return request.temperature if request.temperature is not None else self.temperature

@@ -8,9 +8,19 @@ from typing import Any
 import pytest
 
 from carrier.llm._direct import DirectOpenAI
+from carrier.llm._litellm import load_litellm_now
 from carrier.llm.litellm_provider import LiteLLMProvider
 from carrier.llm.resilience import Backoff
 from tests.llm.openai_server import FakeOpenAIServer
+
+
+@pytest.fixture(scope="session", autouse=True)
+def litellm_imported_first() -> None:
+    """litellm imported once, before these tests: a provider whose models all go over the lean
+    path starts importing it in a background thread (see ``LiteLLMProvider.prepare``), which in
+    this process would run on across the following tests. (tests/llm/test_lean_start.py shows
+    the real start, in its own interpreter.)"""
+    load_litellm_now()
 
 
 @pytest.fixture
