@@ -13,8 +13,9 @@ models) the request is the same either way, so it goes out here: same URL, key, 
 timeout, the answer read into a :class:`ModelResult` as litellm's would be, priced by litellm's
 own table, and failures raised in the shapes the retry plan judges (:class:`HTTPFailure` with
 the status and headers, :class:`TimeoutError`, :class:`ConnectionError`,
-:class:`MalformedAnswer`). Everything else (other vendors, streams, litellm's own test hooks)
-still goes through litellm.
+:class:`MalformedAnswer`). Streams too: the server-sent events are read as they arrive, into
+chunks the same accumulator reads as litellm's (:class:`DirectStream`). Everything else (other
+vendors, litellm's own test hooks) still goes through litellm.
 
 Neither the choice of path nor the price needs litellm imported (seconds of CPU): both are read
 off litellm's table and name rules by :mod:`carrier.llm._model_table`, which reproduces its
@@ -34,7 +35,7 @@ import aiohttp
 from carrier.llm._litellm import load_litellm_now, tool_call
 from carrier.llm._model_table import model_table, openai_rates
 from carrier.llm.base import ModelResult
-from carrier.llm.failures import MalformedAnswer
+from carrier.llm.failures import MalformedAnswer, StreamCut
 from carrier.types import Usage
 
 __all__ = [
@@ -162,6 +163,116 @@ class DirectOpenAI:
         except ValueError:
             raise MalformedAnswer("not JSON") from None
         return result_from_json(model, data)
+
+    async def open_stream(self, model: str, kwargs: Mapping[str, Any]) -> DirectStream:
+        """Start a streamed answer (``kwargs`` with ``stream`` and ``stream_options`` set, as
+        for litellm): once the server has answered 2xx, the stream of its chunks; a failure
+        before that raises as :meth:`complete` does. ``timeout`` bounds the connection and the
+        answer's headers; the caller bounds each chunk."""
+        body = {key: value for key, value in kwargs.items() if key not in _NOT_SENT}
+        body["model"] = model[len(_PREFIX) :]
+        seconds = float(kwargs["timeout"])
+        try:
+            response = await self._session().post(
+                self.url,
+                data=json.dumps(body),
+                timeout=aiohttp.ClientTimeout(total=None, connect=seconds, sock_connect=seconds),
+            )
+        except TimeoutError as exc:
+            raise TimeoutError(f"no answer within {seconds:g} s") from exc
+        except aiohttp.ClientError as exc:
+            raise ConnectionError(f"{type(exc).__name__}: {exc}") from exc
+        if not 200 <= response.status < 300:
+            try:
+                raw = await response.read()
+            except (aiohttp.ClientError, TimeoutError):
+                raw = b""
+            finally:
+                response.release()
+            raise HTTPFailure(response.status, _error_text(raw), response.headers)
+        return DirectStream(response)
+
+
+class DirectStream:
+    """A streamed chat completion's chunks, read from its server-sent events as they arrive:
+    each ``data:`` line's JSON, with attribute access as litellm's chunk objects have
+    (:class:`carrier.llm._litellm.StreamAccumulator` reads either), until ``data: [DONE]`` or
+    the end of the body. An ``error`` event raises :class:`HTTPFailure`; a line that is not
+    JSON, :class:`MalformedAnswer`; a connection lost mid-way, :class:`ConnectionError`; an end
+    before any choice said it was finished, :class:`StreamCut`."""
+
+    def __init__(self, response: aiohttp.ClientResponse) -> None:
+        self._response = response
+        self._done = False
+        self._finished = False
+        """Whether a choice carried a finish reason: a stream that ends without one was cut."""
+
+    def __aiter__(self) -> DirectStream:
+        return self
+
+    async def __anext__(self) -> Any:
+        while not self._done:
+            try:
+                line = await self._response.content.readline()
+            except aiohttp.ClientError as exc:
+                raise ConnectionError(f"{type(exc).__name__}: {exc}") from exc
+            if not line:  # the body ended (without [DONE]: some servers just close)
+                break
+            text = line.decode("utf-8", "replace").strip()
+            if not text.startswith("data:"):
+                continue  # blank lines between events, comments (":"), "event:" fields
+            data = text[len("data:") :].strip()
+            if data == "[DONE]":
+                break
+            try:
+                chunk = json.loads(data)
+            except ValueError:
+                raise MalformedAnswer("not JSON") from None
+            if isinstance(chunk, dict) and chunk.get("error"):
+                error = chunk["error"]
+                message = error.get("message") if isinstance(error, dict) else error
+                code = error.get("code") if isinstance(error, dict) else None
+                status = code if isinstance(code, int) and 400 <= code < 600 else 500
+                raise HTTPFailure(status, str(message or "")[:300], {})
+            if not isinstance(chunk, dict):
+                raise MalformedAnswer("a stream chunk that is not an object")
+            choices = chunk.get("choices")
+            if isinstance(choices, list) and any(
+                isinstance(c, dict) and c.get("finish_reason") for c in choices
+            ):
+                self._finished = True
+            return _Chunk(chunk)
+        self._done = True
+        self._response.release()
+        if not self._finished:
+            raise StreamCut("the stream ended before its answer was finished")
+        raise StopAsyncIteration
+
+    async def aclose(self) -> None:
+        """Hand the connection back (closed, if the body was not read to its end)."""
+        if not self._done:
+            self._done = True
+            self._response.close()
+
+
+class _Chunk:
+    """A JSON object's fields as attributes (missing ones: None), nested objects alike."""
+
+    __slots__ = ("_fields",)
+
+    def __init__(self, fields: dict[str, Any]) -> None:
+        self._fields = fields
+
+    def __getattr__(self, name: str) -> Any:
+        return _attributes(self._fields.get(name))
+
+
+def _attributes(value: Any) -> Any:
+    if isinstance(value, dict):
+        return _Chunk(value)
+    if isinstance(value, list):
+        return [_attributes(item) for item in value]
+    return value
 
 
 _NOT_SENT = frozenset(

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from carrier.llm._plan import Verdict
 from carrier.llm.base import ModelResult
-from carrier.llm.failures import MalformedAnswer
+from carrier.llm.failures import MalformedAnswer, StreamCut
 from carrier.types import Usage
 
 T = TypeVar("T")
@@ -57,26 +57,6 @@ def load_litellm_now() -> Any:
     """Import and configure litellm on this thread if it is not loaded yet (seconds): for code
     that cannot await :func:`load_litellm` and must have it."""
     return _module if _module is not None else _import()
-
-
-_loading: threading.Thread | None = None
-
-
-def load_litellm_soon() -> None:
-    """Start importing litellm in a daemon thread, unless it is loaded or loading: a later
-    :func:`load_litellm` then finds it ready, or waits only for the rest of the import. A
-    failure is left for that call to raise."""
-    global _loading
-    if _module is None and _loading is None:
-        _loading = threading.Thread(target=_import_quietly, name="carrier-litellm", daemon=True)
-        _loading.start()
-
-
-def _import_quietly() -> None:
-    try:
-        _import()
-    except Exception as exc:  # raised again, to whoever needs litellm, by load_litellm
-        logging.getLogger(__name__).debug("importing litellm failed: %s", exc)
 
 
 def litellm() -> Any:
@@ -186,6 +166,8 @@ def failure_label(exc: BaseException) -> str:
         return "malformed answer: not JSON"
     if name == "MidStreamFallbackError":
         return "stream cut" if "ended before" in text else "stream broken"
+    if isinstance(exc, StreamCut):
+        return "stream cut"
     if is_auth_error(exc):
         return "authentication failed"
     status = getattr(exc, "status_code", None)
@@ -341,15 +323,9 @@ class StreamAccumulator:
         """The whole answer; :class:`MalformedAnswer` if the stream ended with nothing in it."""
         if not self.started and self.finish_reason != "length":
             raise MalformedAnswer("a stream with no content")
-        try:
-            prompt_cost, completion_cost = litellm().cost_per_token(
-                model=self.model,
-                prompt_tokens=self.prompt_tokens,
-                completion_tokens=self.completion_tokens,
-            )
-            cost = float(prompt_cost + completion_cost)
-        except Exception:  # unpriced model
-            cost = 0.0
+        from carrier.llm._direct import price  # (it imports this module)
+
+        cost = price(self.model, self.prompt_tokens, self.completion_tokens)
         return ModelResult(
             text="".join(self.parts),
             model=self.model,

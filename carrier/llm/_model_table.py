@@ -109,6 +109,25 @@ class ModelTable:
             return None
         return _simple_rates(info)
 
+    def openai_vision(self, model: str) -> bool | None:
+        """Whether ``litellm.supports_vision`` says ``model`` (``openai/<name>``) reads images,
+        from its entry (found as :meth:`openai_rates` finds it); None when that is not plain
+        from the table (a fine-tune, another provider's entry, a name rule that says so)."""
+        name = model[len(_PREFIX) :]
+        if "ft:" in name:
+            return None
+        key = model if model in self.entries else name if name in self.entries else model
+        found = [k for k in (self.find(c) for c in _candidates(key)) if k is not None]
+        if not found:
+            ruled = any("supports_vision" in i for c in _candidates(key) for i in self.rules_for(c))
+            return None if ruled else False
+        info = self.entries[found[0]]
+        if info.get("litellm_provider") not in (None, "openai"):
+            return None
+        if any("supports_vision" in rule for rule in self.rules_for(found[0])):
+            return None
+        return bool(info.get("supports_vision"))
+
 
 def _expand_aliases(entries: dict[str, Entry]) -> dict[str, Entry]:
     """litellm's ``_expand_model_aliases``: a row with ``alias_of`` is served as the row it
@@ -270,3 +289,9 @@ def openai_rates(model: str) -> tuple[float, float] | None:
         table = model_table()
         _rates[model] = table.openai_rates(model) if table is not None else None
     return _rates[model]
+
+
+def openai_vision(model: str) -> bool | None:
+    """:meth:`ModelTable.openai_vision` of the table; None without a table."""
+    table = model_table()
+    return table.openai_vision(model) if table is not None else None

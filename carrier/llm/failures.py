@@ -20,6 +20,7 @@ __all__ = [
     "CircuitOpen",
     "MalformedAnswer",
     "ModelFailure",
+    "StreamCut",
     "StreamInterrupted",
 ]
 
@@ -60,6 +61,12 @@ class ModelFailure(ProviderError):
 class MalformedAnswer(ProviderError):
     """One answer that cannot be used (no choices, no content, a stream with no text). Retried
     like a 500: the next attempt usually answers."""
+
+
+class StreamCut(ConnectionError):
+    """A stream that ended (the connection closed, or ``[DONE]``) before its answer said it was
+    finished: no choice carried a finish reason. Retried like a dropped connection; litellm
+    raises its own for the same (labelled alike: ``stream cut``)."""
 
 
 class StreamInterrupted(ModelFailure):

@@ -31,11 +31,10 @@ from carrier.llm._litellm import (
     judge,
     litellm,
     load_litellm,
-    load_litellm_soon,
     result_from_response,
     within,
 )
-from carrier.llm._model_table import model_table
+from carrier.llm._model_table import model_table, openai_vision
 from carrier.llm._plan import AttemptPlan, Slot
 from carrier.llm.base import ChatMessage, ModelProvider, ModelRequest, ModelResult
 from carrier.llm.deadline import Deadline, current_deadline
@@ -129,9 +128,8 @@ class LiteLLMProvider(ModelProvider):
 
         When every model of the chain goes over the lean path and is priced from litellm's
         table (a plain ``openai/`` chat model with a key, no ``extra``), that is the table
-        (read in a worker thread, ~30 ms); litellm then starts importing in a background thread
-        once this returns, for streams and anything else that needs it a few seconds later,
-        while the first answer does not wait for it.
+        (read in a worker thread, ~30 ms): such a chain answers, streams and says whether it
+        reads images without litellm, which is then never imported (seconds of CPU, ~100 MB).
 
         Otherwise litellm is imported now (seconds, once per process) and taken through one
         offline call: litellm sets up lazily on its first call (the provider's modules, its
@@ -139,9 +137,6 @@ class LiteLLMProvider(ModelProvider):
         person's answer. The call is litellm's own ``mock_response``: nothing is sent,
         nothing is billed."""
         if await self._lean_start():
-            if not self._warmed:
-                self._warmed = True
-                asyncio.get_running_loop().call_soon(load_litellm_soon)
             return
         litellm = await load_litellm()
         if self._warmed:
@@ -173,7 +168,10 @@ class LiteLLMProvider(ModelProvider):
         )
 
     async def supports_vision(self) -> bool:
-        """What litellm's model map says of the primary model (unknown models: no)."""
+        """What litellm's model map says of the primary model (unknown models: no): read off
+        its table for a model on the lean path, else asked of litellm."""
+        if self._vision is None and self._direct_for(self.model, self._endpoint(self.model)):
+            self._vision = await asyncio.to_thread(openai_vision, self.model)
         if self._vision is None:
             litellm = await load_litellm()
             try:
@@ -227,7 +225,8 @@ class LiteLLMProvider(ModelProvider):
             self.last_result = hit
             yield hit.text
             return
-        await load_litellm()
+        if not self._lean(request):
+            await load_litellm()
         self._admit()
         async for piece in self._stream(self._plan(request), request, key):
             yield piece
@@ -428,6 +427,9 @@ class LiteLLMProvider(ModelProvider):
         kwargs = self._kwargs(slot.model, request, slot.timeout)
         kwargs["stream"] = True
         kwargs["stream_options"] = {"include_usage": True}
+        direct = self._direct_for(slot.model, kwargs)
+        if direct is not None:
+            return await direct.open_stream(slot.model, kwargs)
         return await litellm().acompletion(**kwargs)
 
     def _models_for(self, request: ModelRequest) -> list[str]:

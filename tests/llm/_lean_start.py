@@ -1,11 +1,11 @@
 """Run by test_lean_start.py in a fresh interpreter: an agent's model made ready and answering
-over the lean path with no litellm loaded, then litellm loading in the background for a stream.
+over the lean path, a stream and a question about images included, with no litellm loaded.
 
     python tests/llm/_lean_start.py BASE_URL
 
-Once ``prepare()`` returned, litellm's import is held at a gate in ``sys.meta_path`` until the
-answers are in: the background thread waits there, and any other thread that looks for litellm
-fails at once (so a call that needed litellm fails instead of hanging). Prints one JSON line.
+Once ``prepare()`` returned without importing litellm, a gate in ``sys.meta_path`` refuses its
+import to any thread (so a call that needed litellm fails instead of loading it), and notes who
+asked. Prints one JSON line.
 """
 
 from __future__ import annotations
@@ -22,11 +22,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-BACKGROUND = "carrier-litellm"
-
 
 class Gate(MetaPathFinder):
-    """Holds the background import of litellm until :attr:`opened`; refuses any other."""
+    """Refuses litellm's import until :attr:`opened`, noting the threads that asked."""
 
     def __init__(self) -> None:
         self.opened = threading.Event()
@@ -42,10 +40,7 @@ class Gate(MetaPathFinder):
             return None
         thread = threading.current_thread().name
         self.seen.append(thread)
-        if thread != BACKGROUND:
-            raise ImportError(f"litellm imported by {thread} before the answers were in")
-        self.opened.wait(120)
-        return None  # the real finders take it from here
+        raise ImportError(f"litellm imported by {thread} on the lean path")
 
 
 async def main(base_url: str) -> dict[str, Any]:
@@ -62,9 +57,8 @@ async def main(base_url: str) -> dict[str, Any]:
     )
     request = ModelRequest(messages=[ChatMessage(role="user", content="hello")])
     await provider.prepare()
-    # (nothing has run on the loop since prepare returned: its background import has not begun)
     report: dict[str, Any] = {"loaded_after_prepare": "litellm" in sys.modules}
-    gate = Gate()
+    gate = Gate()  # after prepare, which found litellm's table (a finder's question, too)
     sys.meta_path.insert(0, gate)
     local = await provider.generate(request)  # answered by local-llama
     fallback = await provider.generate(request)  # local-llama fails (500): gpt-4o-mini answers
@@ -72,15 +66,16 @@ async def main(base_url: str) -> dict[str, Any]:
     report["answers"] = [
         {"model": r.model, "text": r.text, "cost": r.usage.cost_usd} for r in (local, fallback)
     ]
-    gate.opened.set()
-    loading = _litellm._loading  # the thread prepare started, or None
-    if loading is not None:
-        await asyncio.to_thread(loading.join, 120)
-    report["loaded_in_background"] = loading is not None and _litellm._module is not None
-    report["gate_saw"] = gate.seen
     report["stream"] = "".join([piece async for piece in provider.stream(request)])
+    streamed = provider.last_result
+    report["stream_cost"] = streamed.usage.cost_usd if streamed is not None else None
+    report["vision"] = await provider.supports_vision()
+    await asyncio.sleep(0.5)  # time for anything started in the background to ask for litellm
+    report["loaded_at_end"] = "litellm" in sys.modules
+    report["gate_saw"] = gate.seen
+    gate.opened.set()
     report["litellm_cost"] = sum(
-        _litellm.litellm().cost_per_token(
+        (await _litellm.load_litellm()).cost_per_token(
             model="openai/gpt-4o-mini", prompt_tokens=12, completion_tokens=6
         )
     )
