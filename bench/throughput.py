@@ -129,13 +129,17 @@ def server_env(model_url: str, data_dir: Path, extra: dict[str, str]) -> dict[st
     return env
 
 
-async def batched_rate(texts: int, batch: int, threads: int | None) -> float:
+async def batched_rate(
+    texts: int, batch: int, threads: int | None, engine: str | None = None
+) -> float:
     """Texts/s of the embedder's best case: one model call per ``batch`` distinct texts, in this
-    process while the server is idle (the same model, the same package, the server's torch
-    threads: ``threads``, or the embedder's own default when None)."""
+    process while the server is idle (the same model, the same package, the server's threads:
+    ``threads``, and engine: ``engine``, or the embedder's own defaults when None)."""
     from carrier.memory.sentence import SentenceTransformerEmbedder
 
-    embedder = SentenceTransformerEmbedder(cache_size=0, batch_size=batch, threads=threads)
+    embedder = SentenceTransformerEmbedder(
+        cache_size=0, batch_size=batch, threads=threads, engine=engine
+    )
     await embedder.load()
     warm = [message_text(-1, i) for i in range(batch)]
     await embedder.embed(warm)
@@ -312,7 +316,12 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             # here, before the batched rate is measured and before any level.
             await first_turns(url)
             threads = extra.get("CARRIER_EMBED_THREADS")
-            rate = await batched_rate(args.embed_texts, 64, int(threads) if threads else None)
+            rate = await batched_rate(
+                args.embed_texts,
+                64,
+                int(threads) if threads else None,
+                extra.get("CARRIER_EMBED_ENGINE"),
+            )
             out: dict[str, Any] = {
                 "label": args.label,
                 "latency_s": args.latency,
