@@ -122,6 +122,22 @@ def test_every_price_read_off_the_table_is_litellms(litellm: Any, table: ModelTa
     assert priced > 100 and free > len(LOCAL_NAMES)  # (most of OpenAI's models, every local)
 
 
+def test_whether_a_model_reads_images_is_litellms_answer(litellm: Any, table: ModelTable) -> None:
+    names = {"openai/" + key for key in table.openai_chat}
+    names |= {"openai/" + name for name in LOCAL_NAMES}
+    names |= {"openai/" + key.upper() for key in table.openai_chat}
+    names |= {f"openai/{key}-2099-01-01" for key in table.openai_chat}
+    answered = seeing = 0
+    for model in sorted(names):
+        ours = table.openai_vision(model)
+        if ours is None:  # not plain from the table: litellm is asked
+            continue
+        answered += 1
+        seeing += ours
+        assert ours == bool(litellm.supports_vision(model=model)), model
+    assert answered > len(names) * 0.9 and seeing > 20  # (most of them, GPT-4o's family among)
+
+
 def test_tiered_and_other_vendors_prices_are_litellms_to_give(litellm: Any) -> None:
     for model in ("openai/gpt-5.4", "openai/claude-haiku-4-5"):
         assert openai_rates(model) is None, model
