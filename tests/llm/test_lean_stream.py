@@ -121,6 +121,21 @@ async def test_a_stream_is_read_as_it_arrives_framing_and_all(
     await provider.aclose()
 
 
+async def test_a_long_event_in_pieces_and_a_last_line_without_newline_are_read(
+    sse: tuple[RawSSE, str], no_litellm_call: list[dict[str, object]]
+) -> None:
+    server, url = sse
+    long_text = "word " * 60_000  # 300 KB in one event (a whole answer sent at once)
+    event = _event(_delta(content=long_text))
+    pieces = [event[i : i + 7000] for i in range(0, len(event), 7000)]
+    server.bodies.append((200, [*pieces, _event(FINISH), b"data: [DONE]"]))  # no last newline
+    provider = _provider(url, "openai/local-llama")
+    request = ModelRequest(messages=[ChatMessage(role="user", content="long")])
+    assert "".join([piece async for piece in provider.stream(request)]) == long_text
+    assert no_litellm_call == []
+    await provider.aclose()
+
+
 async def test_tool_call_fragments_are_put_together(
     sse: tuple[RawSSE, str], no_litellm_call: list[dict[str, object]]
 ) -> None:
