@@ -211,6 +211,8 @@ class SentenceTransformerEmbedder(Embedder):
         return self._model
 
     def _build_numpy(self) -> Callable[[list[str]], np.ndarray]:
+        # The Rust tokenizer would spread a batch over every core (and warn after a fork).
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         from carrier.memory._blas import set_blas_threads
         from carrier.memory.bert import BertEncoder
 
