@@ -26,8 +26,9 @@ tests and falls back to litellm itself only for a price the table does not give 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import aiohttp
@@ -143,19 +144,15 @@ class DirectOpenAI:
     async def complete(self, model: str, kwargs: Mapping[str, Any]) -> ModelResult:
         """One attempt: ``kwargs`` as for ``litellm.acompletion`` (model, messages, timeout and
         the optional parameters), ``model`` the ``openai/`` name it is priced under."""
-        body = {key: value for key, value in kwargs.items() if key not in _NOT_SENT}
-        body["model"] = model[len(_PREFIX) :]
         seconds = float(kwargs["timeout"])
-        try:
+        with _call_failures(seconds):
             async with self._session().post(
-                self.url, data=json.dumps(body), timeout=aiohttp.ClientTimeout(total=seconds)
+                self.url,
+                data=_body(model, kwargs),
+                timeout=aiohttp.ClientTimeout(total=seconds),
             ) as response:
                 raw = await response.read()
                 status, headers = response.status, response.headers
-        except TimeoutError as exc:
-            raise TimeoutError(f"no answer within {seconds:g} s") from exc
-        except aiohttp.ClientError as exc:
-            raise ConnectionError(f"{type(exc).__name__}: {exc}") from exc
         if not 200 <= status < 300:
             raise HTTPFailure(status, _error_text(raw), headers)
         try:
@@ -169,19 +166,13 @@ class DirectOpenAI:
         for litellm): once the server has answered 2xx, the stream of its chunks; a failure
         before that raises as :meth:`complete` does. ``timeout`` bounds the connection and the
         answer's headers; the caller bounds each chunk."""
-        body = {key: value for key, value in kwargs.items() if key not in _NOT_SENT}
-        body["model"] = model[len(_PREFIX) :]
         seconds = float(kwargs["timeout"])
-        try:
+        with _call_failures(seconds):
             response = await self._session().post(
                 self.url,
-                data=json.dumps(body),
+                data=_body(model, kwargs),
                 timeout=aiohttp.ClientTimeout(total=None, connect=seconds, sock_connect=seconds),
             )
-        except TimeoutError as exc:
-            raise TimeoutError(f"no answer within {seconds:g} s") from exc
-        except aiohttp.ClientError as exc:
-            raise ConnectionError(f"{type(exc).__name__}: {exc}") from exc
         if not 200 <= response.status < 300:
             try:
                 raw = await response.read()
@@ -191,6 +182,24 @@ class DirectOpenAI:
                 response.release()
             raise HTTPFailure(response.status, _error_text(raw), response.headers)
         return DirectStream(response)
+
+
+def _body(model: str, kwargs: Mapping[str, Any]) -> str:
+    """The request's JSON: ``kwargs`` but what litellm keeps for itself, the model's bare name."""
+    body = {key: value for key, value in kwargs.items() if key not in _NOT_SENT}
+    body["model"] = model[len(_PREFIX) :]
+    return json.dumps(body)
+
+
+@contextlib.contextmanager
+def _call_failures(seconds: float) -> Iterator[None]:
+    """aiohttp's failures as the retry plan judges them: a timeout, a connection failure."""
+    try:
+        yield
+    except TimeoutError as exc:
+        raise TimeoutError(f"no answer within {seconds:g} s") from exc
+    except aiohttp.ClientError as exc:
+        raise ConnectionError(f"{type(exc).__name__}: {exc}") from exc
 
 
 class DirectStream:

@@ -82,28 +82,36 @@ class ModelTable:
         """What the capability rules matching ``name`` say of it."""
         return [info for pattern, info, _ in self.capability_rules if pattern.search(name)]
 
+    def _openai_lookup(self, model: str) -> tuple[list[str], str | None] | None:
+        """How litellm looks ``model`` (``openai/<name>``) up: the names it tries and the key it
+        finds among them (None: none); None for a fine-tune (``ft:<model>``), which litellm
+        resolves to its base model by its own rules."""
+        name = model[len(_PREFIX) :]
+        if "ft:" in name:
+            return None
+        # cost_per_token's choice of key, then get_model_info's lookup under provider openai.
+        key = model if model in self.entries else name if name in self.entries else model
+        tried = _candidates(key)
+        return tried, next((k for k in map(self.find, tried) if k is not None), None)
+
     def openai_rates(self, model: str) -> tuple[float, float] | None:
         """US dollars per prompt and completion token of ``model`` (``openai/<name>``) as
         ``litellm.cost_per_token`` charges them, ``(0, 0)`` for a model it has no price for;
         None when that is not plain from the table."""
-        name = model[len(_PREFIX) :]
-        if "ft:" in name:  # a fine-tune: litellm prices it as its base model, by its own rules
+        lookup = self._openai_lookup(model)
+        if lookup is None:
             return None
-        # cost_per_token's choice of key, then get_model_info's lookup under provider openai.
-        key = model if model in self.entries else name if name in self.entries else model
-        found = [k for k in (self.find(c) for c in _candidates(key)) if k is not None]
-        if not found:
-            priced = any(
-                not _prices_nothing(info) for c in _candidates(key) for info in self.rules_for(c)
-            )
+        tried, found = lookup
+        if found is None:
+            priced = any(not _prices_nothing(info) for c in tried for info in self.rules_for(c))
             return None if priced else (0.0, 0.0)
-        info = self.entries[found[0]]
+        info = self.entries[found]
         if info.get("litellm_provider") not in (None, "openai"):
             return None  # litellm would look further; let it
         fills = [
             rule
             for pattern, rule, providers in self.capability_rules
-            if "openai" in providers and pattern.search(found[0])
+            if "openai" in providers and pattern.search(found)
         ]
         if not all(_prices_nothing(rule) for rule in fills):
             return None
@@ -113,18 +121,17 @@ class ModelTable:
         """Whether ``litellm.supports_vision`` says ``model`` (``openai/<name>``) reads images,
         from its entry (found as :meth:`openai_rates` finds it); None when that is not plain
         from the table (a fine-tune, another provider's entry, a name rule that says so)."""
-        name = model[len(_PREFIX) :]
-        if "ft:" in name:
+        lookup = self._openai_lookup(model)
+        if lookup is None:
             return None
-        key = model if model in self.entries else name if name in self.entries else model
-        found = [k for k in (self.find(c) for c in _candidates(key)) if k is not None]
-        if not found:
-            ruled = any("supports_vision" in i for c in _candidates(key) for i in self.rules_for(c))
+        tried, found = lookup
+        if found is None:
+            ruled = any("supports_vision" in i for c in tried for i in self.rules_for(c))
             return None if ruled else False
-        info = self.entries[found[0]]
+        info = self.entries[found]
         if info.get("litellm_provider") not in (None, "openai"):
             return None
-        if any("supports_vision" in rule for rule in self.rules_for(found[0])):
+        if any("supports_vision" in rule for rule in self.rules_for(found)):
             return None
         return bool(info.get("supports_vision"))
 
