@@ -71,3 +71,17 @@ def both_paths(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) 
     defaults = LiteLLMProvider.__init__.__kwdefaults__
     assert defaults is not None and "direct" in defaults
     monkeypatch.setitem(defaults, "direct", request.param)
+
+
+@pytest.fixture
+def no_litellm_call(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, object]]:
+    """litellm's ``acompletion`` records its calls and fails them: a test that expects the
+    direct path sees an empty list."""
+    calls: list[dict[str, object]] = []
+
+    async def refuse(**kwargs: object) -> object:
+        calls.append(kwargs)
+        raise AssertionError("went through litellm")
+
+    monkeypatch.setattr(load_litellm_now(), "acompletion", refuse)
+    return calls

@@ -9,7 +9,7 @@ import socket
 import pytest
 
 from carrier.llm._direct import HTTPFailure, is_plain_openai_model, result_from_json
-from carrier.llm._litellm import _import, judge, response_cost
+from carrier.llm._litellm import judge, response_cost
 from carrier.llm.base import ChatMessage, ModelRequest
 from carrier.llm.failures import MalformedAnswer, ModelFailure
 from carrier.llm.litellm_provider import LiteLLMProvider, load_litellm
@@ -87,20 +87,6 @@ async def test_a_response_without_litellms_price_is_priced_or_free() -> None:
 
 
 # -- the direct path: a plain openai/ chat call sent without litellm ------------------------------
-
-
-@pytest.fixture
-def no_litellm_call(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, object]]:
-    """litellm's ``acompletion`` records its calls and fails them: a test that expects the
-    direct path sees an empty list."""
-    calls: list[dict[str, object]] = []
-
-    async def refuse(**kwargs: object) -> object:
-        calls.append(kwargs)
-        raise AssertionError("went through litellm")
-
-    monkeypatch.setattr(_import(), "acompletion", refuse)
-    return calls
 
 
 async def test_a_plain_openai_call_goes_out_directly(

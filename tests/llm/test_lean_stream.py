@@ -71,19 +71,6 @@ def _provider(base_url: str, model: str = "openai/gpt-4o-mini") -> LiteLLMProvid
     )
 
 
-@pytest.fixture
-async def no_litellm_call(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, object]]:
-    litellm = await load_litellm()
-    calls: list[dict[str, object]] = []
-
-    async def refuse(**kwargs: object) -> object:
-        calls.append(kwargs)
-        raise AssertionError("went through litellm")
-
-    monkeypatch.setattr(litellm, "acompletion", refuse)
-    return calls
-
-
 async def test_a_stream_is_read_as_it_arrives_framing_and_all(
     sse: tuple[RawSSE, str], no_litellm_call: list[dict[str, object]]
 ) -> None:

@@ -4,6 +4,7 @@ own predicates, and the same prices wherever the table alone prices a model."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import pytest
@@ -100,13 +101,20 @@ def test_no_model_is_plain_that_litellm_would_not_send_as_it_is(
         assert not is_plain_openai_model("openai/" + renamed), renamed
 
 
-def test_every_price_read_off_the_table_is_litellms(litellm: Any, table: ModelTable) -> None:
-    names = {"openai/" + key for key in table.entries}
+def asked_names(table: ModelTable, keys: Iterable[str]) -> list[str]:
+    """``openai/`` names of ``keys``, every local name, and OpenAI's chat models in upper case
+    and as a snapshot not yet in the table."""
+    names = {"openai/" + key for key in keys}
     names |= {"openai/" + name for name in LOCAL_NAMES}
     names |= {"openai/" + key.upper() for key in table.openai_chat}
     names |= {f"openai/{key}-2099-01-01" for key in table.openai_chat}
+    return sorted(names)
+
+
+def test_every_price_read_off_the_table_is_litellms(litellm: Any, table: ModelTable) -> None:
+    names = asked_names(table, table.entries)
     priced = free = 0
-    for model in sorted(names):
+    for model in names:
         rates = table.openai_rates(model)
         if rates is None:
             continue
@@ -123,12 +131,9 @@ def test_every_price_read_off_the_table_is_litellms(litellm: Any, table: ModelTa
 
 
 def test_whether_a_model_reads_images_is_litellms_answer(litellm: Any, table: ModelTable) -> None:
-    names = {"openai/" + key for key in table.openai_chat}
-    names |= {"openai/" + name for name in LOCAL_NAMES}
-    names |= {"openai/" + key.upper() for key in table.openai_chat}
-    names |= {f"openai/{key}-2099-01-01" for key in table.openai_chat}
+    names = asked_names(table, table.openai_chat)
     answered = seeing = 0
-    for model in sorted(names):
+    for model in names:
         ours = table.openai_vision(model)
         if ours is None:  # not plain from the table: litellm is asked
             continue
