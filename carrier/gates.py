@@ -12,7 +12,9 @@ The gates also know the load: how many turns wait, and roughly how long a turn a
 would wait (each gate's queue times its recent hold time, over its size). Clients use it to
 answer overload: the API refuses a message it could not answer in time (429 with
 ``Retry-After``) before storing it; Discord never refuses, it shows the typing indicator and
-pauses the turn briefly.
+pauses the turn briefly. And they know when no turn is at a stage of CPU work (every gate but
+the model's): the agent's background work waits for that (:meth:`Gates.quiet`), so a fact
+extraction does not take the event loop, or the GIL, from a turn's embedding or recall.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Collection, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -34,7 +36,7 @@ class Gate:
     """At most ``size`` holders at once; the others wait in arrival order. ``size`` 0: no bound
     (holders are still counted, and timed)."""
 
-    def __init__(self, name: str, size: int) -> None:
+    def __init__(self, name: str, size: int, *, busy: _Busy | None = None) -> None:
         if size < 0:
             raise ValueError(f"gate {name!r}: size must be 0 (no bound) or more, not {size}")
         self.name = name
@@ -48,6 +50,9 @@ class Gate:
         self._timed = 0
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._grew = asyncio.Event()
+        self._busy = busy
+        """Counts this gate's holders with those of the agent's other CPU gates (None: a gate
+        whose holders wait on something else, the model's)."""
 
     @property
     def waiting(self) -> int:
@@ -100,6 +105,8 @@ class Gate:
         self.holders += 1
         self.entered += 1
         self.peak = max(self.peak, self.holders)
+        if self._busy is not None:
+            self._busy.add(1)
 
     def _release(self) -> None:
         while self._waiters:
@@ -108,6 +115,24 @@ class Gate:
                 waiter.set_result(None)  # the place passes on: holders stays as it is
                 return
         self.holders -= 1
+        if self._busy is not None:
+            self._busy.add(-1)
+
+
+class _Busy:
+    """How many turns hold the CPU gates of one agent, and an event set while none does."""
+
+    def __init__(self) -> None:
+        self.holders = 0
+        self.quiet = asyncio.Event()
+        self.quiet.set()
+
+    def add(self, n: int) -> None:
+        self.holders += n
+        if self.holders:
+            self.quiet.clear()
+        else:
+            self.quiet.set()
 
 
 @dataclass(frozen=True)
@@ -127,11 +152,33 @@ class Load:
 
 
 class Gates:
-    """An agent's gates by stage name."""
+    """An agent's gates by stage name. ``waiting_on_model`` names the gates whose holders wait
+    on the model, not on this process's CPU: they do not keep the agent from being
+    :meth:`quiet`."""
 
-    def __init__(self, sizes: Mapping[str, int], *, limit_s: float) -> None:
-        self.by_name = {name: Gate(name, size) for name, size in sizes.items()}
+    def __init__(
+        self,
+        sizes: Mapping[str, int],
+        *,
+        limit_s: float,
+        waiting_on_model: Collection[str] = (),
+    ) -> None:
+        self._busy = _Busy()
+        self.by_name = {
+            name: Gate(name, size, busy=None if name in waiting_on_model else self._busy)
+            for name, size in sizes.items()
+        }
         self.limit_s = limit_s
+
+    @property
+    def busy(self) -> bool:
+        """Whether a turn holds (or waits at) a gate of CPU work."""
+        return self._busy.holders > 0
+
+    async def quiet(self) -> None:
+        """Return once no turn holds or waits at a gate of CPU work (at once if none does)."""
+        while self._busy.holders:
+            await self._busy.quiet.wait()
 
     def get(self, name: str) -> Gate | None:
         return self.by_name.get(name)

@@ -55,6 +55,9 @@ class TurnLimits:
     overloaded: the API answers 429, Discord shows typing and pauses."""
     background_workers: int = 2
     background_backlog: int = 64
+    background_patience_s: float = 2.0
+    """The longest a background job waits for turns to leave their stages of CPU work before
+    it starts anyway (:mod:`carrier.background`)."""
 
     def gates(self) -> Gates:
         return Gates(
@@ -66,6 +69,7 @@ class TurnLimits:
                 "evaluate": self.evaluate,
             },
             limit_s=self.overload_wait_s,
+            waiting_on_model=("generate",),
         )
 
     @classmethod
@@ -79,4 +83,5 @@ class TurnLimits:
             overload_wait_s=settings.overload_wait,
             background_workers=settings.background_workers,
             background_backlog=settings.background_backlog,
+            background_patience_s=settings.background_patience,
         )

@@ -171,6 +171,8 @@ class AgentRuntime:
             workers=limits.background_workers,
             backlog=limits.background_backlog,
             deadline_s=model.deadline,  # as long as a turn's, counted from the job's start
+            turns=self.gates,  # jobs wait (a little) for turns to leave their CPU stages
+            patience_s=limits.background_patience_s,
         )
         """Evaluators that run after the turn (:mod:`carrier.background`)."""
         self.outbox.on_delivered = self._vectors_later

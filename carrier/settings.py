@@ -124,6 +124,9 @@ class Settings(BaseSettings):
     background_backlog: int = Field(default=64, ge=1, le=100_000)
     """Per agent: background jobs waiting (one per evaluator and room); beyond it the oldest
     is dropped, and caught up by its room's next turn."""
+    background_patience: float = Field(default=2.0, ge=0, le=3600)
+    """Per agent: seconds a background job waits for turns to leave their stages of CPU work
+    (storing, embedding, recall, recording) before it starts anyway (0: at once)."""
     connection_lease_seconds: float = Field(default=15.0, ge=3, le=600)
     """How long a platform connection's lease (one per bot token, or per shard) holds unrenewed:
     after a worker dies, another connects within about this long. The holder renews it every

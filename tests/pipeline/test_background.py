@@ -13,6 +13,7 @@ import pytest
 from carrier.background import BackgroundWork
 from carrier.builtin.evaluators import mark_key
 from carrier.errors import ProviderError
+from carrier.limits import TurnLimits
 from carrier.llm.base import ModelRequest
 from carrier.llm.deadline import Deadline, current_deadline
 from carrier.llm.fake import FunctionModel
@@ -236,9 +237,78 @@ async def test_close_drains_then_cancels_what_is_left() -> None:
     assert rec.ran == ["quick"] and stuck.stats.dropped == 2
 
 
+async def test_jobs_wait_for_the_turns_to_leave_their_cpu_stages() -> None:
+    """A job starts once no turn holds a gate of CPU work; the model's gate does not count (a
+    turn waiting on the model leaves the CPU to background work)."""
+    gates = TurnLimits().gates()
+    work = BackgroundWork(name="t", workers=2, backlog=8, turns=gates, patience_s=60)
+    rec = Recorder()
+    async with gates.enter("generate"):
+        work.submit(("facts", "during a model call"), rec.job("model"))
+        await work.join()
+    assert rec.ran == ["model"]
+
+    turn_in_state = asyncio.Event()
+    leave = asyncio.Event()
+
+    async def turn() -> None:
+        async with gates.enter("state"):
+            turn_in_state.set()
+            await leave.wait()
+
+    holder = asyncio.create_task(turn())
+    await turn_in_state.wait()
+    work.submit(("facts", "r1"), rec.job("r1"))
+    work.submit(("summary", "r1"), rec.job("s1"))
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert rec.ran == ["model"] and work.waiting == 2  # held while the turn composes its state
+    work.submit(("facts", "r1"), rec.job("r1 again"))  # coalesced while it waits
+    leave.set()
+    await holder
+    await work.join()
+    assert rec.ran == ["model", "r1 again", "s1"]
+    assert work.stats.coalesced == 1
+    await work.close()
+
+
+async def test_a_job_waits_for_the_turns_only_so_long() -> None:
+    """Patience, a backlog half full and a closing queue each start a job while turns are busy:
+    a busy agent gets through its background work, later."""
+    gates = TurnLimits().gates()
+    rec = Recorder()
+    async with gates.enter("message"):
+        assert gates.busy
+        patient = BackgroundWork(name="t", workers=1, backlog=8, turns=gates, patience_s=0.05)
+        patient.submit(("facts", "r1"), rec.job("after its patience"))
+        await rec.finished["after its patience"].wait()
+
+        crowded = BackgroundWork(name="t", workers=1, backlog=4, turns=gates, patience_s=60)
+        crowded.submit(("facts", "a"), rec.job("a"))
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert "a" not in rec.ran  # one of four: it waits
+        crowded.submit(("facts", "b"), rec.job("b"))  # two of four: half full, the first starts
+        await rec.finished["a"].wait()
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert "b" not in rec.ran and crowded.waiting == 1  # one of four again: it waits
+
+        closing = BackgroundWork(name="t", workers=1, backlog=8, turns=gates, patience_s=60)
+        closing.submit(("facts", "c"), rec.job("c"))
+        await closing.close(grace=30)  # drained at stop, turns or not
+    assert not gates.busy
+    await crowded.join()  # the turn left: "b" starts
+    assert rec.ran == ["after its patience", "a", "c", "b"]
+    await patient.close()
+    await crowded.close()
+
+
 def test_background_work_needs_a_worker_and_a_backlog() -> None:
     with pytest.raises(ValueError, match="at least one worker"):
         BackgroundWork(name="t", workers=0)
+    with pytest.raises(ValueError, match="patience_s must be 0 or more"):
+        BackgroundWork(name="t", patience_s=-1)
 
 
 async def test_reply_vectors_are_made_after_delivery_and_caught_up(make_runtime, store) -> None:

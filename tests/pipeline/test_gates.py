@@ -137,11 +137,13 @@ def test_gate_sizes_come_from_settings() -> None:
             "CARRIER_GATE_MESSAGE": "3",
             "CARRIER_MODEL_CONCURRENCY": "5",
             "CARRIER_OVERLOAD_WAIT": "2",
+            "CARRIER_BACKGROUND_PATIENCE": "0.5",
         }
     )
     limits = TurnLimits.from_settings(settings)
     gates = limits.gates()
     assert limits.message == 3 and limits.overload_wait_s == 2.0
+    assert limits.background_patience_s == 0.5
     assert {n: g.size for n, g in gates.by_name.items()} == {
         "store": 0,
         "message": 3,
