@@ -199,10 +199,15 @@ class Memory(BaseModel):
 
 
 class ScoredMemory(BaseModel):
-    """A memory returned by a search, with its similarity score (cosine, higher is closer)."""
+    """A memory returned by a search, with its score (higher ranks first): a cosine for a
+    search by vector, a fused rank score for a hybrid search."""
 
     memory: Memory
     score: float
+    similarity: float | None = None
+    """The cosine of the memory's vector with the query's, where the search compared the two
+    (every hit of a search by vector; the hits of a hybrid search that its vector side found),
+    so a caller that wants it need not read the vector; None where it did not."""
 
 
 class Room(BaseModel):

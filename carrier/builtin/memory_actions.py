@@ -170,6 +170,7 @@ async def _search(turn: Turn) -> ActionResult:
         k=k * 3,  # room for the ones visibility drops
         kinds=kinds,
         exclude_ids=[turn.inbound.id] if turn.inbound is not None else (),
+        embeddings=False,
     )
     shown = {m.id for m in await _visibility(turn).filter([hit.memory for hit in hits])}
     results = [

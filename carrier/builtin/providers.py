@@ -84,13 +84,10 @@ async def _knowledge(turn: Turn) -> ProviderOutput:
         embedding_model=rt.embedder.model_id,
         k=KNOWLEDGE_FRAGMENTS,
         kinds=[MemoryKind.KNOWLEDGE],
+        embeddings=False,  # the search measured the cosines relevance needs
     )
     terms = query_terms(turn.text)
-    found = [
-        s
-        for s in found
-        if relevant(s.memory, turn.inbound.embedding, terms, min_cosine=KNOWLEDGE_MIN_COSINE)
-    ]
+    found = [s for s in found if relevant(s, terms, min_cosine=KNOWLEDGE_MIN_COSINE)]
     if not found:
         return ProviderOutput()
     return ProviderOutput(

@@ -112,9 +112,12 @@ class RankedSearch:
         if k <= 0 or len(embedding) == 0 or query.matches_nothing:
             return []
         hits = await self._vector_hits(query, embedding, embedding_model, k)
-        return await self._scored(
+        found = await self._scored(
             [(i, s) for i, s in hits if s >= min_score], embeddings=embeddings
         )
+        for hit in found:
+            hit.similarity = hit.score
+        return found
 
     async def search_hybrid(
         self,
@@ -130,6 +133,7 @@ class RankedSearch:
         exclude_ids: Sequence[str] = (),
         since: datetime | None = None,
         before: datetime | None = None,
+        embeddings: bool = True,
     ) -> list[ScoredMemory]:
         query = MemoryQuery(agent_id, room_id, entity_id, kinds, exclude_ids, since, before)
         if k <= 0 or query.matches_nothing:
@@ -140,7 +144,11 @@ class RankedSearch:
         )
         by_text = await self._text_hits(query, text, n)
         fused = reciprocal_rank_fusion([[i for i, _ in by_vector], by_text], limit=k)
-        return await self._scored(fused)
+        found = await self._scored(fused, embeddings=embeddings)
+        cosine = dict(by_vector)
+        for hit in found:
+            hit.similarity = cosine.get(hit.memory.id)
+        return found
 
     @abstractmethod
     async def _vector_hits(

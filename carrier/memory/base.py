@@ -267,11 +267,13 @@ class Store(ABC):
         exclude_ids: Sequence[str] = (),
         since: datetime | None = None,
         before: datetime | None = None,
+        embeddings: bool = True,
     ) -> list[ScoredMemory]:
         """Top-k by full-text relevance to ``text`` and cosine similarity to ``embedding``, fused
         by reciprocal rank fusion (:mod:`carrier.memory.hybrid`): a memory that shares a rare
         word with ``text`` ranks high even when its vector does not. ``score`` is the fused score
-        (``sum(1 / (60 + rank))``), not a cosine. Filters as in :meth:`search_memories`.
+        (``sum(1 / (60 + rank))``), not a cosine; ``similarity`` is the cosine where the vector
+        side found the memory. Filters and ``embeddings`` as in :meth:`search_memories`.
 
         This default ranks by vectors alone; the SQLite and MongoDB stores override it.
         """
@@ -288,9 +290,13 @@ class Store(ABC):
             exclude_ids=exclude_ids,
             since=since,
             before=before,
+            embeddings=embeddings,
         )
         fused = dict(reciprocal_rank_fusion([[h.memory.id for h in hits]]))
-        return [ScoredMemory(memory=h.memory, score=fused[h.memory.id]) for h in hits]
+        return [
+            ScoredMemory(memory=h.memory, score=fused[h.memory.id], similarity=h.score)
+            for h in hits
+        ]
 
     async def prepare_search(  # noqa: B027 - optional hook: a no-op where nothing loads
         self, *, agent_id: str, embedding_model: str, dim: int

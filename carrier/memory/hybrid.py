@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from carrier.types import Memory
+from carrier.types import ScoredMemory
 
 __all__ = [
     "POSTINGS_BUDGET",
@@ -90,17 +90,27 @@ def fts5_match(terms: Sequence[str]) -> str | None:
 
 
 def relevant(
-    memory: Memory, query: Sequence[float], terms: Sequence[str], *, min_cosine: float
+    hit: ScoredMemory,
+    terms: Sequence[str],
+    *,
+    min_cosine: float,
+    query: Sequence[float] = (),
 ) -> bool:
     """Whether a hybrid search hit is worth showing: its vector is at least ``min_cosine`` from
     the query's, or its text holds one of the query's ``terms`` (:func:`query_terms`). Fused
-    scores rank; they say nothing about relevance on their own."""
-    if memory.embedding is not None and len(memory.embedding) == len(query):
+    scores rank; they say nothing about relevance on their own. The cosine is the one the
+    search measured (``hit.similarity``); for a hit only the text side found, it is measured
+    here from the memory's vector and ``query`` when the memory came with its vector (a search
+    with ``embeddings=False`` leaves such a hit to its words)."""
+    similarity = hit.similarity
+    memory = hit.memory
+    if similarity is None and memory.embedding is not None and len(memory.embedding) == len(query):
         vector = np.asarray(memory.embedding, dtype=np.float32)
         q = np.asarray(query, dtype=np.float32)
         norms = float(np.linalg.norm(vector) * np.linalg.norm(q))
-        if norms > 0 and float(vector @ q) / norms >= min_cosine:
-            return True
+        similarity = float(vector @ q) / norms if norms > 0 else None
+    if similarity is not None and similarity >= min_cosine:
+        return True
     if not terms:
         return False
     wanted = _folded_set(tuple(terms))

@@ -84,23 +84,33 @@ async def test_hybrid_sqlite_text_side_searches_the_rare_words(
 
 def test_hybrid_relevant_needs_a_close_vector_or_a_shared_word() -> None:
     from carrier.memory.hybrid import relevant
-    from carrier.types import Content, Memory
+    from carrier.types import Content, Memory, ScoredMemory
 
-    def memory(text: str, vector: list[float]) -> Memory:
-        return Memory(
+    def hit(text: str, vector: list[float] | None, similarity: float | None = None) -> ScoredMemory:
+        memory = Memory(
             agent_id="a", room_id="r", entity_id="e", content=Content(text=text), embedding=vector
         )
+        return ScoredMemory(memory=memory, score=0.01, similarity=similarity)
 
     query = [1.0, 0.0]
     far = [0.0, 1.0]
-    assert relevant(memory("Ferry times to Zanzibar", far), query, ["zanzibar"], min_cosine=0.3)
-    assert relevant(memory("Café hours", far), query, ["cafe"], min_cosine=0.3)  # folded
-    assert relevant(memory("CAFE\u0301 hours", far), query, ["café"], min_cosine=0.3)
+    q = {"query": query, "min_cosine": 0.3}
+    assert relevant(hit("Ferry times to Zanzibar", far), ["zanzibar"], **q)
+    assert relevant(hit("Café hours", far), ["cafe"], **q)  # folded
+    assert relevant(hit("CAFE\u0301 hours", far), ["café"], **q)
     # Whole words only: a longer word that starts with the term is not a match.
-    assert not relevant(memory("Zanzibarian ferries", far), query, ["zanzibar"], min_cosine=0.3)
-    assert not relevant(memory("Ferry times", far), query, ["zanzibar"], min_cosine=0.3)
-    assert relevant(memory("Ferry times", [0.8, 0.6]), query, ["zanzibar"], min_cosine=0.3)
-    assert not relevant(memory("Ferry times", [0.2, 0.98]), query, [], min_cosine=0.3)
+    assert not relevant(hit("Zanzibarian ferries", far), ["zanzibar"], **q)
+    assert not relevant(hit("Ferry times", far), ["zanzibar"], **q)
+    # A hit only the text side found: its cosine is measured from its vector.
+    assert relevant(hit("Ferry times", [0.8, 0.6]), ["zanzibar"], **q)
+    assert not relevant(hit("Ferry times", [0.2, 0.98]), [], **q)
+    # The cosine the search measured decides, with or without the vector.
+    assert relevant(hit("Ferry times", None, similarity=0.31), ["zanzibar"], min_cosine=0.3)
+    assert not relevant(hit("Ferry times", None, similarity=0.29), ["zanzibar"], min_cosine=0.3)
+    assert not relevant(hit("Ferry times", [0.8, 0.6], similarity=0.1), [], **q)
+    # Without a vector or a measured cosine, only the words can vouch for it.
+    assert not relevant(hit("Ferry times", None), ["zanzibar"], **q)
+    assert relevant(hit("Zanzibar ferry times", None), ["zanzibar"], **q)
 
 
 async def test_hybrid_sqlite_knowledge_has_a_text_index_of_its_own(

@@ -794,6 +794,51 @@ async def test_store_hybrid_ranks_a_rare_keyword_match_high(store: Store) -> Non
     assert all(0 < h.score <= 2 / 61 for h in hybrid)  # reciprocal rank fusion, k = 60
 
 
+async def test_store_search_hits_carry_the_cosine_the_search_measured(store: Store) -> None:
+    """``similarity`` is the cosine of every hit of a search by vector, and of the hybrid hits
+    its vector side found; a hit only the text side found has none. Callers that judge hits by
+    it need not read the vectors (``embeddings=False``)."""
+    embedder = HashEmbedder(dim=64)
+    query = "when does the zanzibar ferry leave"
+    query_vector = (await embedder.embed_one(query)).tolist()
+    # More close notes than the vector side's candidates (50 for k=5): the needle, opposite
+    # to the query, is found by its word alone.
+    for i in range(60):
+        await store.add_memory(
+            make_memory(
+                f"note {i} on lunch", embedding=query_vector, embedding_model=embedder.model_id
+            )
+        )
+    needle = make_memory(
+        "The Zanzibar boat is late",
+        embedding=[-x for x in query_vector],
+        embedding_model=embedder.model_id,
+    )
+    await store.add_memory(needle)
+
+    by_vector = await store.search_memories(
+        agent_id=AGENT, embedding=query_vector, embedding_model=embedder.model_id, k=3
+    )
+    assert [h.similarity for h in by_vector] == [h.score for h in by_vector]
+    hybrid = await store.search_hybrid(
+        agent_id=AGENT,
+        text=query,
+        embedding=query_vector,
+        embedding_model=embedder.model_id,
+        k=5,
+        embeddings=False,
+    )
+    by_id = {h.memory.id: h for h in hybrid}
+    assert needle.id in by_id and by_id[needle.id].similarity is None
+    others = [h for h in hybrid if h.memory.id != needle.id]
+    assert others and all(h.similarity == pytest.approx(1.0, abs=1e-5) for h in others)
+    assert all(h.memory.embedding is None for h in hybrid)
+    with_vectors = await store.search_hybrid(
+        agent_id=AGENT, text=query, embedding=query_vector, embedding_model=embedder.model_id, k=5
+    )
+    assert all(h.memory.embedding is not None for h in with_vectors)
+
+
 async def test_store_hybrid_applies_filters_and_models(store: Store) -> None:
     embedder = HashEmbedder(dim=64)
     await _add_notes(store, embedder, ["the quokka photo from room one"], room_id="r1")

@@ -137,9 +137,10 @@ async def _by_words(
         k=min(3 * (offset + limit + 1), 600),
         room_id=room_id,
         kinds=kinds,
+        embeddings=False,
     )
-    # An empty query vector: only the words decide (the cosine test never passes).
-    kept = [h for h in hits if relevant(h.memory, [], terms, min_cosine=2.0)]
+    # Only the words decide (no cosine passes 2).
+    kept = [h for h in hits if relevant(h, terms, min_cosine=2.0)]
     page = kept[offset : offset + limit]
     return MemoryPage(
         items=[memory_out(h.memory, h.score) for h in page],
