@@ -74,6 +74,21 @@ def both_paths(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) 
 
 
 @pytest.fixture
+def litellm_models(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """litellm's ``acompletion`` records the model of each call, then makes it as usual."""
+    models: list[str] = []
+    litellm = load_litellm_now()
+    real = litellm.acompletion
+
+    async def spy(**kwargs: object) -> object:
+        models.append(str(kwargs["model"]))
+        return await real(**kwargs)
+
+    monkeypatch.setattr(litellm, "acompletion", spy)
+    return models
+
+
+@pytest.fixture
 def no_litellm_call(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, object]]:
     """litellm's ``acompletion`` records its calls and fails them: a test that expects the
     direct path sees an empty list."""

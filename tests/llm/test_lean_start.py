@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from carrier.llm._litellm import load_litellm
 from carrier.llm.litellm_provider import LiteLLMProvider
 from tests.llm.openai_server import FakeOpenAIServer, Reply
 
@@ -55,21 +54,12 @@ def test_an_agent_on_the_lean_path_answers_and_streams_without_litellm(
 
 
 async def test_a_chain_that_needs_litellm_anywhere_is_made_ready_through_it(
-    openai_server: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch
+    openai_server: FakeOpenAIServer, litellm_models: list[str]
 ) -> None:
-    litellm = await load_litellm()
-    warmed: list[object] = []
-    real = litellm.acompletion
-
-    async def spy(**kwargs: object) -> object:
-        warmed.append(kwargs["model"])
-        return await real(**kwargs)
-
-    monkeypatch.setattr(litellm, "acompletion", spy)
     base = {"api_base": openai_server.base_url, "api_key": "sk-test"}
     lean = LiteLLMProvider("openai/local-llama", fallbacks=["openai/gpt-4o-mini"], **base)
     await lean.prepare()
-    assert warmed == []  # the lean chain is ready without litellm's warm-up call
+    assert litellm_models == []  # the lean chain is ready without litellm's warm-up call
     for provider in (
         LiteLLMProvider("openai/local-llama", fallbacks=["openai/o3-mini"], **base),
         LiteLLMProvider("openai/local-llama", fallbacks=["anthropic/claude-haiku-4-5"], **base),
@@ -77,5 +67,5 @@ async def test_a_chain_that_needs_litellm_anywhere_is_made_ready_through_it(
         LiteLLMProvider("openai/local-llama", direct=False, **base),
     ):
         await provider.prepare()
-    assert warmed == ["openai/local-llama"] * 4
+    assert litellm_models == ["openai/local-llama"] * 4
     assert openai_server.requests == []  # nothing was sent to get ready
