@@ -63,6 +63,9 @@ class ChangeWatch(SQLiteConnection):
         and as the store's reader for small reads (``_fetch_near``)."""
         self._synced_version: int | None = None
         """The data version seen when the change log was last read in full."""
+        self._knowledge_epoch = 0
+        """Moves on whenever the change log may hold a change to knowledge (see
+        :meth:`_knowledge_version`)."""
         self.vectors: VectorIndex | None = None
         """The in-memory vector index searches use (None: ``vector_index=False``, every search
         reads its candidates from the database)."""
@@ -81,6 +84,7 @@ class ChangeWatch(SQLiteConnection):
             "reading the change log", "SELECT coalesce(max(n), 0) FROM memory_changes"
         )
         self._cursor = int(rows[0][0])
+        self._knowledge_epoch += 1  # what changed while closed is not in the log read from here
         # A process that only writes never prunes while searching: prune on open too (under
         # the lock open() holds already).
         with self._errors("pruning the change log"):
@@ -164,6 +168,16 @@ class ChangeWatch(SQLiteConnection):
             await self._read_changes()
             self._synced_version = version
 
+    async def _knowledge_version(self) -> int | None:
+        """A number that changes whenever knowledge's words may have changed in the file (this
+        process's writes and others' alike: the change log logs every change to knowledge's
+        text), taken once the log is applied; None where the store does not follow the log
+        (no vector index)."""
+        if self.vectors is None:
+            return None
+        await self._sync_vectors()
+        return self._knowledge_epoch
+
     def _data_version(self) -> int | None:
         """``PRAGMA data_version`` of the read-only watch connection, which changes whenever any
         connection commits (this store's own included, as the watch is another connection);
@@ -183,7 +197,8 @@ class ChangeWatch(SQLiteConnection):
         loaded = self.vectors.agents
         joined = await self._fetch_near(
             "reading the change log",
-            f"""SELECT c.n, c.agent_id, c.memory_id, {_CHANGED_COLUMNS}
+            f"""SELECT c.n, c.agent_id, c.memory_id, {_CHANGED_COLUMNS},
+                (SELECT kind FROM memories WHERE id = c.memory_id)
             FROM memory_changes AS c LEFT JOIN memories AS m
                 ON m.id = c.memory_id AND c.agent_id IN (SELECT value FROM json_each(?))
             WHERE c.n > ? ORDER BY c.n LIMIT ?""",
@@ -193,6 +208,9 @@ class ChangeWatch(SQLiteConnection):
             return
         if len(joined) <= _JOINED and not self._gap(joined[0][0]):
             self._cursor = int(joined[-1][0])
+            # A change to knowledge, or to a memory gone (whose kind the log does not say).
+            if any(row[-1] is None or row[-1] == "knowledge" for row in joined):
+                self._knowledge_epoch += 1
             wanted = {row[2]: row[1] for row in joined if row[1] in loaded}
             if wanted:
                 # The changed rows, once each (a memory changed twice is read twice, the same).
@@ -207,6 +225,7 @@ class ChangeWatch(SQLiteConnection):
         )
         if not changes:
             return
+        self._knowledge_epoch += 1  # too many to look at one by one
         start = self._cursor
         gap = self._gap(changes[0][0])  # pruned before this process read it
         self._cursor = int(changes[-1][0])

@@ -217,6 +217,26 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         END""",
         "CREATE VIRTUAL TABLE knowledge_vocab USING fts5vocab(knowledge_fts, row)",
     ),
+    # 7: every change to knowledge's words reaches the change log, with or without a vector (a
+    # fragment stored unembedded, a text edited under the same vector), so that a process can
+    # keep knowledge's vocabulary in memory and know exactly when to read it again
+    # (SQLiteSearch._doc_counts). Changes of vectors were logged already.
+    (
+        """CREATE TRIGGER knowledge_log_insert AFTER INSERT ON memories
+        WHEN new.kind = 'knowledge' AND new.embedding IS NULL BEGIN
+            INSERT INTO memory_changes (agent_id, memory_id) VALUES (new.agent_id, new.id);
+        END""",
+        """CREATE TRIGGER knowledge_log_delete AFTER DELETE ON memories
+        WHEN old.kind = 'knowledge' AND old.embedding IS NULL BEGIN
+            INSERT INTO memory_changes (agent_id, memory_id) VALUES (old.agent_id, old.id);
+        END""",
+        """CREATE TRIGGER knowledge_log_update AFTER UPDATE OF content ON memories
+        WHEN new.kind = 'knowledge'
+            AND json_extract(old.content, '$.text') IS NOT json_extract(new.content, '$.text')
+        BEGIN
+            INSERT INTO memory_changes (agent_id, memory_id) VALUES (new.agent_id, new.id);
+        END""",
+    ),
 )
 """Schema steps: step ``i`` (0-based) brings the database to version ``i + 1``. Append only."""
 

@@ -45,6 +45,10 @@ class SQLiteSearch(RankedSearch, ChangeWatch):
         self._doc_count_cache: OrderedDict[tuple[str, str], tuple[int, float]] = OrderedDict()
         """(Vocabulary table, word) → (memories holding it, when read), for
         :meth:`_doc_counts`."""
+        self._knowledge_counts: dict[str, int] = {}
+        """Word → knowledge fragments holding it (0 too), as of :attr:`_knowledge_counted`."""
+        self._knowledge_counted: int | None = None
+        """The knowledge version (``_knowledge_version``) the counts were read at."""
 
     async def _vector_hits(
         self, query: MemoryQuery, embedding: Sequence[float], embedding_model: str, k: int
@@ -132,7 +136,12 @@ class SQLiteSearch(RankedSearch, ChangeWatch):
     ) -> dict[str, int]:
         """In how many memories of the ``vocab`` table's index each (folded) term occurs.
         Looking a word up in FTS5's vocabulary costs ~0.6 ms, so counts are kept a while: they
-        change slowly, and only choose which words a search looks for."""
+        change slowly, and only choose which words a search looks for. Knowledge's are kept,
+        words it lacks included, until knowledge changes (:meth:`_knowledge_doc_counts`)."""
+        if vocab == "knowledge_vocab":
+            version = await self._knowledge_version()
+            if version is not None:
+                return await self._knowledge_doc_counts(version, terms, fetch)
         now = time.monotonic()
         counts: dict[str, int] = {}
         missing = []
@@ -157,3 +166,29 @@ class SQLiteSearch(RankedSearch, ChangeWatch):
             while len(self._doc_count_cache) > _DOC_COUNT_CACHE:
                 self._doc_count_cache.popitem(last=False)
         return counts
+
+    async def _knowledge_doc_counts(
+        self,
+        version: int,
+        terms: list[str],
+        fetch: Callable[[str, str, Sequence[Any]], Awaitable[list[sqlite3.Row]]],
+    ) -> dict[str, int]:
+        """Knowledge's counts of ``terms``, from memory while knowledge is as it was when they
+        were read (``version``): a turn's words are mostly ones knowledge lacks, which the
+        general cache asks for again every time (a message may bring them any moment)."""
+        if version != self._knowledge_counted or len(self._knowledge_counts) > _DOC_COUNT_CACHE:
+            self._knowledge_counts, self._knowledge_counted = {}, version
+        known = self._knowledge_counts
+        missing = [term for term in terms if term not in known]
+        if missing:
+            rows = await fetch(
+                "reading the knowledge vocabulary",
+                "SELECT term, doc FROM knowledge_vocab "
+                f"WHERE term IN ({', '.join('?' * len(missing))})",
+                missing,
+            )
+            found = {row[0]: int(row[1]) for row in rows}
+            for term in missing:
+                # (Knowledge changed while this read: the next search starts afresh anyway.)
+                known[term] = found.get(term, 0)
+        return {term: known[term] for term in terms}

@@ -154,10 +154,87 @@ async def test_hybrid_sqlite_knowledge_has_a_text_index_of_its_own(
     with sqlite3.connect(path) as db:
         for name in ("knowledge_fts_insert", "knowledge_fts_delete", "knowledge_fts_update"):
             db.execute(f"DROP TRIGGER {name}")
+        for name in ("knowledge_log_insert", "knowledge_log_delete", "knowledge_log_update"):
+            db.execute(f"DROP TRIGGER {name}")  # (step 7)
         db.execute("DROP TABLE knowledge_vocab")
         db.execute("DROP TABLE knowledge_fts")
-        db.execute("DELETE FROM schema_version WHERE version = 6")
+        db.execute("DELETE FROM schema_version WHERE version >= 6")
     async with SQLiteStore(path=path) as store:
         assert await store.schema_version() == SCHEMA_VERSION
         assert await store._text_hits(knowledge, "tickets", 10) == [kept.id]
         assert await store._text_hits(knowledge, "ferry late", 10) == []  # messages stay out
+
+
+async def test_hybrid_sqlite_knowledge_words_are_counted_anew_once_knowledge_changes(
+    tmp_path,
+) -> None:
+    """Knowledge's word counts are kept in memory, words it lacks included, and read again as
+    soon as knowledge changes: a fragment added, edited or deleted, with or without a vector,
+    by this store or by another process."""
+    from carrier.memory._ranked import MemoryQuery
+    from carrier.memory.sqlite import SQLiteStore
+    from carrier.types import Content, Memory, MemoryKind
+
+    path = tmp_path / "carrier.db"
+    knowledge = MemoryQuery("a", kinds=[MemoryKind.KNOWLEDGE])
+
+    def fragment(text: str, embedding: list[float] | None = None) -> Memory:
+        return Memory(
+            agent_id="a",
+            room_id="r",
+            entity_id="e",
+            kind=MemoryKind.KNOWLEDGE,
+            content=Content(text=text),
+            embedding=embedding,
+            embedding_model="m" if embedding else None,
+        )
+
+    async with SQLiteStore(path=path) as store, SQLiteStore(path=path) as other:
+        reads = []
+        fetch_near = store._fetch_near
+
+        async def counted(what: str, sql: str, params=()):  # type: ignore[no-untyped-def]
+            if "knowledge_vocab" in sql:
+                reads.append(list(params))
+            return await fetch_near(what, sql, params)
+
+        store._fetch_near = counted  # type: ignore[method-assign]
+        assert await store._text_hits(knowledge, "anchor lantern", 10) == []
+        assert await store._text_hits(knowledge, "lantern anchor", 10) == []
+        assert reads == [["anchor", "lantern"]]  # the second search asked nothing: both absent
+
+        # Added here, without a vector.
+        anchor = await store.add_memory(fragment("Drop the anchor at dusk"))
+        assert await store._text_hits(knowledge, "anchor", 10) == [anchor.id]
+        # Added by another process (another store on the file), with a vector.
+        lantern = await other.add_memory(fragment("The lantern hangs by the door", [1.0, 0.0]))
+        assert await store._text_hits(knowledge, "lantern", 10) == [lantern.id]
+        # Edited there under the same vector: the old word goes, the new one comes.
+        lantern.content.text = "The lamp hangs by the door"
+        await other.update_memory(lantern)
+        assert await store._text_hits(knowledge, "lamp", 10) == [lantern.id]
+        assert await store._text_hits(knowledge, "lantern", 10) == []
+        # Deleted there: gone from the counts too (the text side is not asked for it).
+        await other.delete_memory(anchor.id)
+        reads.clear()
+        assert await store._text_hits(knowledge, "anchor", 10) == []
+        assert reads == [["anchor"]]
+        assert await store._doc_counts("knowledge_vocab", ["anchor", "lamp"], fetch_near) == {
+            "anchor": 0,
+            "lamp": 1,
+        }
+        # Messages are no knowledge: their words leave the counts as they were.
+        reads.clear()
+        await other.add_memory(
+            Memory(
+                agent_id="a",
+                room_id="r",
+                entity_id="e",
+                kind=MemoryKind.MESSAGE,
+                content=Content(text="the anchor chain rattles"),
+                embedding=[0.0, 1.0],
+                embedding_model="m",
+            )
+        )
+        assert await store._text_hits(knowledge, "anchor lamp", 10) == [lantern.id]
+        assert reads == []
