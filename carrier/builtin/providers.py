@@ -6,7 +6,6 @@ documents) is data, fenced by :func:`carrier.prompt_data.knowledge_block` for th
 
 from __future__ import annotations
 
-from carrier.memory.hybrid import query_terms, relevant
 from carrier.pipeline.base import Turn
 from carrier.plugins import ContextProvider, ProviderOutput
 from carrier.prompt_data import knowledge_block
@@ -85,9 +84,8 @@ async def _knowledge(turn: Turn) -> ProviderOutput:
         k=KNOWLEDGE_FRAGMENTS,
         kinds=[MemoryKind.KNOWLEDGE],
         embeddings=False,  # the search measured the cosines relevance needs
+        min_similarity=KNOWLEDGE_MIN_COSINE,
     )
-    terms = query_terms(turn.text)
-    found = [s for s in found if relevant(s, terms, min_cosine=KNOWLEDGE_MIN_COSINE)]
     if not found:
         return ProviderOutput()
     return ProviderOutput(

@@ -16,7 +16,7 @@ from datetime import datetime
 
 import numpy as np
 
-from carrier.memory.hybrid import candidate_count, reciprocal_rank_fusion
+from carrier.memory.hybrid import candidate_count, query_terms, reciprocal_rank_fusion, relevant
 from carrier.memory.index import VectorFilter, VectorIndex
 from carrier.types import MemoryKind, ScoredMemory, to_us
 
@@ -134,6 +134,7 @@ class RankedSearch:
         since: datetime | None = None,
         before: datetime | None = None,
         embeddings: bool = True,
+        min_similarity: float | None = None,
     ) -> list[ScoredMemory]:
         query = MemoryQuery(agent_id, room_id, entity_id, kinds, exclude_ids, since, before)
         if k <= 0 or query.matches_nothing:
@@ -144,11 +145,24 @@ class RankedSearch:
         )
         by_text = await self._text_hits(query, text, n)
         fused = reciprocal_rank_fusion([[i for i, _ in by_vector], by_text], limit=k)
-        found = await self._scored(fused, embeddings=embeddings)
         cosine = dict(by_vector)
+        if min_similarity is not None and await self._lacks_words(query, text):
+            # No memory here holds a word of the text: a hit too far to be shown is not read.
+            fused = [(i, s) for i, s in fused if cosine.get(i, min_similarity) >= min_similarity]
+        found = await self._scored(fused, embeddings=embeddings)
         for hit in found:
             hit.similarity = cosine.get(hit.memory.id)
-        return found
+        if min_similarity is None:
+            return found
+        terms = query_terms(text)
+        return [
+            hit for hit in found if relevant(hit, terms, min_cosine=min_similarity, query=embedding)
+        ]
+
+    async def _lacks_words(self, query: MemoryQuery, text: str) -> bool:
+        """Whether it is known, without a search, that no memory ``query`` allows holds any of
+        ``text``'s words (:func:`query_terms`); False where a store cannot tell."""
+        return False
 
     @abstractmethod
     async def _vector_hits(

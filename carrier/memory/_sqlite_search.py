@@ -99,6 +99,25 @@ class SQLiteSearch(RankedSearch, ChangeWatch):
             if memory_id in by_id
         ]
 
+    async def _lacks_words(self, query: MemoryQuery, text: str) -> bool:
+        """Known for knowledge, from its vocabulary kept in memory (:meth:`_doc_counts`): a turn's
+        message mostly shares no word with the character's knowledge, and then the fragments
+        its vector is far from need not be read to learn that they hold none of its words.
+        Only for words FTS5 and :func:`~carrier.memory.hybrid.relevant` split alike (letters
+        and digits)."""
+        if query.kinds is None or not set(query.kinds) <= _KNOWLEDGE_ONLY:
+            return False
+        keys = [folded(term) for term in query_terms(text)]
+        if not all(key.isalnum() for key in keys):
+            return False
+        if not keys:
+            return True  # no words to hold
+        version = await self._knowledge_version()
+        if version is None:
+            return False
+        counts = await self._knowledge_doc_counts(version, keys, self._fetch_near)
+        return not any(counts.values())
+
     async def _text_hits(self, query: MemoryQuery, text: str, limit: int) -> list[str]:
         """By FTS5 bm25, over the query's rarest words (see :func:`rarest_terms`); a search for
         knowledge alone reads knowledge's own index (see :data:`_KNOWLEDGE_ONLY`)."""

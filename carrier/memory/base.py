@@ -268,16 +268,20 @@ class Store(ABC):
         since: datetime | None = None,
         before: datetime | None = None,
         embeddings: bool = True,
+        min_similarity: float | None = None,
     ) -> list[ScoredMemory]:
         """Top-k by full-text relevance to ``text`` and cosine similarity to ``embedding``, fused
         by reciprocal rank fusion (:mod:`carrier.memory.hybrid`): a memory that shares a rare
         word with ``text`` ranks high even when its vector does not. ``score`` is the fused score
         (``sum(1 / (60 + rank))``), not a cosine; ``similarity`` is the cosine where the vector
         side found the memory. Filters and ``embeddings`` as in :meth:`search_memories`.
+        ``min_similarity``: only the hits worth showing, those whose vector is at least that
+        close or whose text holds one of ``text``'s words (:func:`~carrier.memory.hybrid.relevant`;
+        the fused ranking says nothing about relevance on its own).
 
         This default ranks by vectors alone; the SQLite and MongoDB stores override it.
         """
-        from carrier.memory.hybrid import reciprocal_rank_fusion
+        from carrier.memory.hybrid import query_terms, reciprocal_rank_fusion, relevant
 
         hits = await self.search_memories(
             agent_id=agent_id,
@@ -293,10 +297,14 @@ class Store(ABC):
             embeddings=embeddings,
         )
         fused = dict(reciprocal_rank_fusion([[h.memory.id for h in hits]]))
-        return [
+        found = [
             ScoredMemory(memory=h.memory, score=fused[h.memory.id], similarity=h.score)
             for h in hits
         ]
+        if min_similarity is None:
+            return found
+        terms = query_terms(text)
+        return [h for h in found if relevant(h, terms, min_cosine=min_similarity)]
 
     async def prepare_search(  # noqa: B027 - optional hook: a no-op where nothing loads
         self, *, agent_id: str, embedding_model: str, dim: int

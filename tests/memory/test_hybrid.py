@@ -238,3 +238,59 @@ async def test_hybrid_sqlite_knowledge_words_are_counted_anew_once_knowledge_cha
         )
         assert await store._text_hits(knowledge, "anchor lamp", 10) == [lantern.id]
         assert reads == []
+
+
+async def test_hybrid_sqlite_far_knowledge_without_the_words_is_not_read(tmp_path) -> None:
+    """Knowledge too far from a message that shares no word with any fragment is left out
+    before its rows are read (a turn's usual knowledge search); with a shared word somewhere,
+    the far fragments are read to see whether they hold it."""
+    from carrier.memory.sqlite import SQLiteStore
+    from carrier.types import Content, Memory, MemoryKind
+
+    async with SQLiteStore(path=tmp_path / "carrier.db") as store:
+
+        async def add(text: str, vector: list[float]) -> Memory:
+            return await store.add_memory(
+                Memory(
+                    agent_id="a",
+                    room_id="r",
+                    entity_id="e",
+                    kind=MemoryKind.KNOWLEDGE,
+                    content=Content(text=text),
+                    embedding=vector,
+                    embedding_model="m",
+                )
+            )
+
+        close = await add("Harbor opens at dawn", [1.0, 0.0])
+        far = await add("The Zanzibar boat is late", [-1.0, 0.0])
+        read: list[list[str]] = []
+        scored = store._scored
+
+        async def reading(hits, *, embeddings=True):  # type: ignore[no-untyped-def]
+            read.append([memory_id for memory_id, _ in hits])
+            return await scored(hits, embeddings=embeddings)
+
+        store._scored = reading  # type: ignore[method-assign]
+
+        async def search(text: str) -> list[str]:
+            hits = await store.search_hybrid(
+                agent_id="a",
+                text=text,
+                embedding=[1.0, 0.0],
+                embedding_model="m",
+                k=4,
+                kinds=[MemoryKind.KNOWLEDGE],
+                embeddings=False,
+                min_similarity=0.3,
+            )
+            return [h.memory.id for h in hits]
+
+        assert await search("quokka photos") == [close.id]
+        assert read == [[close.id]]
+        read.clear()
+        assert await search("is the zanzibar ferry late") == [far.id, close.id]
+        assert sorted(read[0]) == sorted([close.id, far.id])
+        read.clear()
+        assert await search("is the ferry on time") == [close.id]  # "is" is no word of theirs
+        assert sorted(read[0]) == sorted([close.id])

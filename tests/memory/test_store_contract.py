@@ -839,6 +839,44 @@ async def test_store_search_hits_carry_the_cosine_the_search_measured(store: Sto
     assert all(h.memory.embedding is not None for h in with_vectors)
 
 
+@pytest.mark.parametrize("kind", [MemoryKind.KNOWLEDGE, MemoryKind.MESSAGE])
+async def test_store_hybrid_min_similarity_keeps_the_hits_worth_showing(
+    store: Store, kind: MemoryKind
+) -> None:
+    """With ``min_similarity``, a hybrid search returns only the hits whose vector is that close
+    or whose text holds a word of the query: a far hit that shares no word is left out, also
+    when no memory holds any of the query's words (a store may then skip reading it)."""
+    embedder = HashEmbedder(dim=64)
+    query_vector = (await embedder.embed_one("when does the ferry leave")).tolist()
+    far = [-x for x in query_vector]
+
+    def fragment(text: str, vector: list[float]) -> Memory:
+        return make_memory(text, kind=kind, embedding=vector, embedding_model=embedder.model_id)
+
+    close = await store.add_memory(fragment("Harbor opens at dawn", query_vector))
+    shares = await store.add_memory(fragment("The Zanzibar boat is late", far))
+    await store.add_memory(fragment("Lunch is served at noon", far))
+
+    async def found(text: str, min_similarity: float | None) -> set[str]:
+        hits = await store.search_hybrid(
+            agent_id=AGENT,
+            text=text,
+            embedding=query_vector,
+            embedding_model=embedder.model_id,
+            k=5,
+            kinds=[kind],
+            embeddings=False,
+            min_similarity=min_similarity,
+        )
+        return {h.memory.id for h in hits}
+
+    assert len(await found("when does zanzibar leave", None)) == 3
+    assert await found("when does zanzibar leave", 0.3) == {close.id, shares.id}
+    assert await found("quokka photos", 0.3) == {close.id}  # no memory holds either word
+    assert await found("quokka photos", 1.5) == set()
+    assert await found("", 0.3) == {close.id}
+
+
 async def test_store_hybrid_applies_filters_and_models(store: Store) -> None:
     embedder = HashEmbedder(dim=64)
     await _add_notes(store, embedder, ["the quokka photo from room one"], room_id="r1")
