@@ -22,8 +22,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Collection, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 __all__ = ["Gate", "Gates", "Load"]
@@ -71,18 +70,14 @@ class Gate:
             return 0.0
         return (len(self._waiters) + 1) * self.hold_s / self.size
 
-    @asynccontextmanager
-    async def enter(self) -> AsyncIterator[None]:
-        await self._acquire()
-        started = time.perf_counter()
-        try:
-            yield
-        finally:
-            held = time.perf_counter() - started
-            self._timed += 1
-            first = self._timed == 1
-            self.hold_s = held if first else self.hold_s + _SMOOTHING * (held - self.hold_s)
-            self._release()
+    def enter(self) -> _Pass:
+        """Hold the gate for an ``async with``."""
+        return _Pass(self, None)
+
+    def _held(self, seconds: float) -> None:
+        self._timed += 1
+        first = self._timed == 1
+        self.hold_s = seconds if first else self.hold_s + _SMOOTHING * (seconds - self.hold_s)
 
     async def _acquire(self) -> None:
         if self.size == 0 or (self.holders < self.size and not self._waiters):
@@ -117,6 +112,35 @@ class Gate:
         self.holders -= 1
         if self._busy is not None:
             self._busy.add(-1)
+
+
+class _Pass:
+    """A gate held for an ``async with`` (:meth:`Gate.enter`, :meth:`Gates.enter`): a plain
+    object rather than a generator's context manager, as a turn passes six gates. How long the
+    turn queued goes into ``waits`` (milliseconds, by gate name); ``gate`` None passes at once."""
+
+    __slots__ = ("_gate", "_started", "_waits")
+
+    def __init__(self, gate: Gate | None, waits: dict[str, float] | None) -> None:
+        self._gate = gate
+        self._waits = waits
+        self._started = 0.0
+
+    async def __aenter__(self) -> None:
+        gate = self._gate
+        if gate is None:
+            return
+        queued = time.perf_counter()
+        await gate._acquire()
+        self._started = time.perf_counter()
+        if self._waits is not None:
+            self._waits[gate.name] = round((self._started - queued) * 1000, 3)
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        gate = self._gate
+        if gate is not None:
+            gate._held(time.perf_counter() - self._started)
+            gate._release()
 
 
 class _Busy:
@@ -183,21 +207,10 @@ class Gates:
     def get(self, name: str) -> Gate | None:
         return self.by_name.get(name)
 
-    @asynccontextmanager
-    async def enter(
-        self, name: str | None, waits: dict[str, float] | None = None
-    ) -> AsyncIterator[None]:
-        """Hold the gate ``name`` (a stage with no gate passes at once); how long the turn
-        queued for it goes into ``waits`` (milliseconds, by gate name)."""
-        gate = self.by_name.get(name) if name is not None else None
-        if gate is None:
-            yield
-            return
-        started = time.perf_counter()
-        async with gate.enter():
-            if waits is not None:
-                waits[gate.name] = round((time.perf_counter() - started) * 1000, 3)
-            yield
+    def enter(self, name: str | None, waits: dict[str, float] | None = None) -> _Pass:
+        """Hold the gate ``name`` for an ``async with`` (a stage with no gate passes at once);
+        how long the turn queued for it goes into ``waits`` (milliseconds, by gate name)."""
+        return _Pass(self.by_name.get(name) if name is not None else None, waits)
 
     def load(self) -> Load:
         gates = self.by_name.values()

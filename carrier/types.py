@@ -7,6 +7,7 @@ stable room and entity ids derived from the platform ids.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
@@ -40,11 +41,13 @@ __all__ = [
 _NAMESPACE = uuid.UUID("6f1c2a0e-7d4b-5c1e-9a43-2b8f0c6d1e57")
 
 
+@functools.lru_cache(maxsize=65_536)
 def stable_id(*parts: str) -> str:
     """A deterministic id (UUIDv5) from the given parts; the same parts always give the same id.
 
     Used to map platform ids (a Discord channel id, a username) onto Carrier ids that stay stable
-    across restarts, e.g. ``stable_id(agent_id, "discord", channel_id)``.
+    across restarts, e.g. ``stable_id(agent_id, "discord", channel_id)``. The last ids made are
+    kept (a turn asks for its room's, its sender's and the agent's again and again).
     """
     return str(uuid.uuid5(_NAMESPACE, "\x1f".join(parts)))
 

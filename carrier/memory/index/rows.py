@@ -10,6 +10,7 @@ numbers usable as the keys of an ANN index built over the same rows.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import numpy as np
@@ -74,6 +75,10 @@ class VectorRows:
         )
 
 
+_ONE_THREAD_PRODUCT = 9_216
+"""A matrix-vector product of fewer elements runs on one BLAS thread anyway (OpenBLAS's
+threshold: 2304 x GEMM_MULTITHREAD_THRESHOLD, 4 by default), so a scan this small (a character's
+knowledge) skips switching the thread count, which costs more than the product."""
 _POSTINGS_SHARE = 8
 """A filtered search reads a room's (entity's, kinds') listed rows when they are fewer than
 1/8 of all rows; otherwise it tests every row, which is then about as cheap."""
@@ -394,8 +399,10 @@ class VectorSet:
             candidates = None  # every row: one matrix-vector product, no gather
         else:
             candidates = np.flatnonzero(self._live[:n] if mask is None else mask)
-        with one_blas_thread():
-            if candidates is None or candidates.size * 4 >= n:
+        whole = candidates is None or candidates.size * 4 >= n
+        scored = n if whole or candidates is None else candidates.size
+        with one_blas_thread() if scored * self.dim >= _ONE_THREAD_PRODUCT else nullcontext():
+            if whole:
                 scores = self._vectors[:n] @ query
                 if candidates is not None:
                     scores = scores[candidates]
