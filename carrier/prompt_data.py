@@ -12,7 +12,9 @@ indented, speakers as labels). This module knows how each kind of memory looks t
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
 
 from carrier.memory.base import Store
 from carrier.types import Attachment, Memory, MemoryKind, stable_id
@@ -54,10 +56,25 @@ def attachment_element(attachment: Attachment) -> str:
     return element("attachment", text, limit=ATTACHMENT_TEXT_CHARS, kind=kind, name=name, size=size)
 
 
+_REMEMBERED_TEXT = 4_000
+"""Messages up to this long are rendered once for the prompts that show them again (a room's
+history repeats in every turn's prompt); longer ones are rendered each time."""
+
+
+@functools.lru_cache(maxsize=4_096)
+def _remembered_message(text: str, label: str, at: datetime, offset: timedelta | None) -> str:
+    # ``offset``: equal instants in two time zones are equal keys, but not equal stamps.
+    return element("message", text, from_=label, at=at.strftime("%Y-%m-%d %H:%M"))
+
+
 def message_element(memory: Memory, labels: SpeakerLabels) -> str:
     """One message, its speaker's label in ``from``; its attachments follow its text."""
     label = labels.label(memory.entity_id, _speaker_name(memory))
-    inner = element("message", memory.content.text, from_=label, at=_stamp(memory))
+    text = memory.content.text
+    if len(text) <= _REMEMBERED_TEXT:
+        inner = _remembered_message(text, label, memory.created_at, memory.created_at.utcoffset())
+    else:
+        inner = element("message", text, from_=label, at=_stamp(memory))
     if not memory.content.attachments:
         return inner
     files = "\n".join(attachment_element(a) for a in memory.content.attachments)

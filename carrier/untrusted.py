@@ -22,10 +22,12 @@ and notes) passes through this module on its way into a prompt. Three rules hold
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any, TypeVar, cast
 
 __all__ = [
     "INDENT",
@@ -127,6 +129,26 @@ def wrap_untrusted(source: str, text: str) -> str:
 # -- names ----------------------------------------------------------------------------------------
 
 
+_F = TypeVar("_F", bound=Callable[..., str])
+_REMEMBERED_NAME = 256
+
+
+def _remembered(fn: _F) -> _F:
+    """``fn`` of a name, kept for the last 4,096 names of up to 256 characters: a prompt labels
+    the same few speakers turn after turn. A longer name is worked out each time, so that what
+    is kept stays small whatever names people give themselves."""
+    cached = functools.lru_cache(maxsize=4_096)(fn)
+
+    @functools.wraps(fn)
+    def call(name: str | None, *args: Any, **kwargs: Any) -> str:
+        if name is not None and len(name) > _REMEMBERED_NAME:
+            return fn(name, *args, **kwargs)
+        return cached(name, *args, **kwargs)
+
+    return cast(_F, call)
+
+
+@_remembered
 def clean_name(name: str | None, *, limit: int = NAME_LIMIT, fallback: str = "someone") -> str:
     """A display name as a label: letters, marks, digits, symbols such as emoji, spaces and
     ``. - _ '``; anything else (line breaks, brackets, quotes, colons, markup, invisible
@@ -178,6 +200,7 @@ _CAPITAL_LOOK_ALIKES = str.maketrans(
 """Capitals that look Latin but whose small letters do not (Greek ``ETA`` is H, ``eta`` is n)."""
 
 
+@_remembered
 def name_key(name: str | None) -> str:
     """A name as compared for posing: NFKC, case folded, marks and everything but letters and
     digits dropped, look-alikes mapped (``Harb0r`` with a Cyrillic ``a``, and ``H A R B O R``, both give
