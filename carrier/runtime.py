@@ -148,6 +148,7 @@ class AgentRuntime:
         for plugin in plugins:
             self.registry.register(plugin)
         self.message_manager = MessageManager()
+        self._composer = StateComposer(recent_messages=recent_messages, recall_k=recall_k)
         self._generator = Generator()
         # The chain, in order: the message is stored and embedded first (nothing is lost, and recall
         # can use its vector); the state is composed from the store; the model answers from the
@@ -156,7 +157,7 @@ class AgentRuntime:
         # "processed" always means "a reply went out, or none was needed".
         self.stages: list[Stage] = [
             self.message_manager,
-            StateComposer(recent_messages=recent_messages, recall_k=recall_k),
+            self._composer,
             self._generator,
             ActionManager(),
         ]
@@ -392,6 +393,7 @@ class AgentRuntime:
             audit=audit_from(self.services),
         )
         self.message_manager.forget(entity_id)  # their records are gone: written anew next time
+        self._composer.forget()  # nor are their messages (or the replies to them) kept in memory
         return report
 
     async def observe(self, message: Message, *, reason: str) -> Memory:

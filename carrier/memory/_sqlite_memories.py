@@ -8,8 +8,9 @@ Reads name their columns so that a caller that wants text leaves the vectors unr
 
 from __future__ import annotations
 
+import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from carrier._sqlite_thread import immediate
@@ -198,6 +199,49 @@ class Memories(SQLiteConnection):
             [*params, max(limit, 0)],
         )
         return [codec.memory_from_row(row) for row in rows]
+
+    async def get_memories_reusing(
+        self,
+        *,
+        agent_id: str,
+        room_id: str | None = None,
+        entity_id: str | None = None,
+        kinds: Sequence[MemoryKind] | None = None,
+        limit: int = 50,
+        known: Mapping[str, Memory],
+    ) -> list[Memory]:
+        # The ids and update times first (no text to decode), then the rows of the memories
+        # new or changed since ``known`` was read: a room's history changes by a message or
+        # two a turn, and decoding its twenty rows cost more than reading them.
+        where, params = codec.memory_filters(agent_id, room_id, entity_id, kinds)
+        near = (room_id is not None or entity_id is not None) and limit <= _NEAR_LIMIT
+        fetch = self._fetch_near if near else self._fetch
+        stamps = await fetch(
+            "reading memories",
+            f"SELECT id, updated_at FROM memories WHERE {' AND '.join(where)} "
+            "ORDER BY created_at DESC, rowid DESC LIMIT ?",
+            [*params, max(limit, 0)],
+        )
+        found: dict[str, Memory] = {}
+        for memory_id, updated_us in stamps:
+            memory = known.get(memory_id)
+            if (
+                memory is not None
+                and memory.embedding is None
+                and to_us(memory.updated_at) == updated_us
+            ):
+                found[memory_id] = memory
+        missing = [row[0] for row in stamps if row[0] not in found]
+        if missing:
+            rows = await fetch(
+                "reading memories",
+                f"SELECT {codec.MEMORY_COLUMNS_NO_VECTOR} FROM memories "
+                "WHERE id IN (SELECT value FROM json_each(?))",
+                (json.dumps(missing),),
+            )
+            found.update((row["id"], codec.memory_from_row(row)) for row in rows)
+        # (A memory deleted between the two reads is left out.)
+        return [found[row[0]] for row in stamps if row[0] in found]
 
     async def count_memories(
         self,

@@ -10,7 +10,7 @@ Every implementation (SQLite, MongoDB) passes one shared contract test suite
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any, NamedTuple, Self
@@ -218,6 +218,30 @@ class Store(ABC):
         vectors unread (``embedding`` None, ``embedding_model`` kept): the read is cheaper
         (a vector costs more to decode than the rest of its memory), for callers that only
         want the text."""
+
+    async def get_memories_reusing(
+        self,
+        *,
+        agent_id: str,
+        room_id: str | None = None,
+        entity_id: str | None = None,
+        kinds: Sequence[MemoryKind] | None = None,
+        limit: int = 50,
+        known: Mapping[str, Memory],
+    ) -> list[Memory]:
+        """What ``get_memories(..., embeddings=False)`` returns, except that a memory of
+        ``known`` (by id, as this method returned it before) that has not changed since (its
+        ``updated_at``) comes back as that same object instead of being read and decoded
+        again: for a caller that reads the same few memories over and over (a room's history,
+        every turn) and leaves them as they are. This default reads them all again."""
+        return await self.get_memories(
+            agent_id=agent_id,
+            room_id=room_id,
+            entity_id=entity_id,
+            kinds=kinds,
+            limit=limit,
+            embeddings=False,
+        )
 
     @abstractmethod
     async def count_memories(

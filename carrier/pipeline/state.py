@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from carrier.builtin.persona import sample_persona
@@ -21,6 +22,9 @@ from carrier.untrusted import Speaker, SpeakerLabels, block, clean_name, element
 __all__ = ["State", "StateComposer"]
 
 log = logging.getLogger(__name__)
+
+_ROOMS_KEPT = 1_000
+"""Rooms whose history the composer keeps between turns."""
 
 
 @dataclass
@@ -55,6 +59,15 @@ class StateComposer:
         self.recent_messages = recent_messages
         self.recall_k = recall_k
         self.min_recall_score = min_recall_score
+        self._history: OrderedDict[str, dict[str, Memory]] = OrderedDict()
+        """Each room's history as last read, by memory id (the last :data:`_ROOMS_KEPT` rooms):
+        the next turn there decodes only what is new or changed (``get_memories_reusing``).
+        The memories are only rendered, never changed."""
+
+    def forget(self) -> None:
+        """Drop the histories kept between turns (someone's memories were deleted: none of them
+        stays in memory either, even until their room's next turn)."""
+        self._history.clear()
 
     async def process(self, turn: Turn) -> None:
         rt = turn.runtime
@@ -62,13 +75,17 @@ class StateComposer:
         seed = rt.next_seed()
         rng = random.Random(seed)
 
-        recent_newest_first = await rt.store.get_memories(
+        recent_newest_first = await rt.store.get_memories_reusing(
             agent_id=rt.agent_id,
             room_id=turn.room.id,
             kinds=[MemoryKind.MESSAGE],
             limit=self.recent_messages,
-            embeddings=False,
+            known=self._history.get(turn.room.id, {}),
         )
+        self._history[turn.room.id] = {m.id: m for m in recent_newest_first}
+        self._history.move_to_end(turn.room.id)
+        while len(self._history) > _ROOMS_KEPT:
+            self._history.popitem(last=False)
         # A reply that never reached the room (its send failed, or it went stale after a crash)
         # is not part of the conversation people saw: the model must not think it said it.
         agent_entity = stable_id(rt.agent_id, "agent")

@@ -15,7 +15,7 @@ import pytest
 from carrier.errors import ConfigError, StoreError
 from carrier.memory import _sqlite_schema as schema_module
 from carrier.memory.sqlite import SCHEMA_VERSION, SQLiteStore
-from carrier.types import Content, Entity, Memory
+from carrier.types import Content, Entity, Memory, MemoryStatus
 
 
 def _memory(text: str = "hi", **fields: object) -> Memory:
@@ -284,3 +284,44 @@ async def test_sqlite_update_that_keeps_text_and_vector_leaves_the_indexes_alone
         assert not await store.search_hybrid(
             agent_id="a", text="lighthouse", embedding=[], embedding_model="m:2"
         )
+
+
+async def test_sqlite_get_memories_reusing_decodes_only_what_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A room's history read again: the memories unchanged since ``known`` come back as the
+    same objects, undecoded; new and changed ones (another process's writes included) are read."""
+    from carrier.memory import _sqlite_codec as codec
+
+    path = tmp_path / "carrier.db"
+    async with SQLiteStore(path=path) as store, SQLiteStore(path=path) as other:
+        for i in range(4):
+            await store.add_memory(
+                _memory(f"m{i}", created_at=datetime(2026, 1, 1, 0, i, tzinfo=UTC))
+            )
+        decoded: list[str] = []
+        decode = codec.memory_from_row
+
+        def counting(row: sqlite3.Row) -> Memory:
+            decoded.append(row["content"])
+            return decode(row)
+
+        monkeypatch.setattr(codec, "memory_from_row", counting)
+
+        async def read(known: dict[str, Memory]) -> list[Memory]:
+            return await store.get_memories_reusing(agent_id="a", room_id="r", limit=3, known=known)
+
+        first = await read({})
+        assert len(decoded) == 3
+        decoded.clear()
+        again = await read({m.id: m for m in first})
+        assert decoded == [] and all(a is b for a, b in zip(again, first, strict=True))
+
+        await other.set_memory_status(first[1].id, MemoryStatus.PROCESSED)
+        await other.add_memory(_memory("m4", created_at=datetime(2026, 1, 1, 0, 4, tzinfo=UTC)))
+        decoded.clear()
+        third = await read({m.id: m for m in again})
+        assert [m.content.text for m in third] == ["m4", "m3", "m2"]
+        assert len(decoded) == 2  # m4, and m2 with its new status
+        assert third[1] is first[0] and third[2] is not first[1]
+        assert third[2].status is MemoryStatus.PROCESSED

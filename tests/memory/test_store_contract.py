@@ -430,6 +430,43 @@ async def test_store_get_memories_before_is_exclusive_to_the_microsecond(store: 
     assert texts(first) + texts(second) == ["m3", "m2+1us", "m2", "m1"]
 
 
+async def test_store_get_memories_reusing_reads_what_changed(store: Store) -> None:
+    """``get_memories_reusing`` returns what ``get_memories(embeddings=False)`` does: new,
+    changed and deleted memories show as they are now, whatever ``known`` holds."""
+    for i in range(5):
+        await store.add_memory(
+            make_memory(f"m{i}", seconds=i, embedding=[1.0, float(i)], room_id="r1")
+        )
+    await store.add_memory(make_memory("elsewhere", seconds=9, room_id="r2"))
+    await store.add_memory(make_memory("a fact", seconds=8, room_id="r1", kind=MemoryKind.FACT))
+
+    async def read(known: dict[str, Memory]) -> list[Memory]:
+        return await store.get_memories_reusing(
+            agent_id=AGENT, room_id="r1", kinds=[MemoryKind.MESSAGE], limit=3, known=known
+        )
+
+    first = await read({})
+    assert first == await store.get_memories(
+        agent_id=AGENT, room_id="r1", kinds=[MemoryKind.MESSAGE], limit=3, embeddings=False
+    )
+    assert texts(first) == ["m4", "m3", "m2"] and all(m.embedding is None for m in first)
+    known = {m.id: m for m in first}
+    m4, m3, m2 = first
+    await store.set_memory_status(m3.id, MemoryStatus.PROCESSED)
+    edited = m2.model_copy(deep=True)
+    edited.content.text = "m2, edited"
+    await store.update_memory(edited)
+    await store.add_memory(make_memory("m5", seconds=5, room_id="r1"))
+    again = await read(known)
+    assert texts(again) == ["m5", "m4", "m3"]
+    assert again == await store.get_memories(
+        agent_id=AGENT, room_id="r1", kinds=[MemoryKind.MESSAGE], limit=3, embeddings=False
+    )
+    assert again[2].status is MemoryStatus.PROCESSED and m3.status is MemoryStatus.STORED
+    await store.delete_memory(m4.id)
+    assert texts(await read({m.id: m for m in again})) == ["m5", "m3", "m2, edited"]
+
+
 async def test_store_get_memories_filters(store: Store) -> None:
     await store.add_memory(make_memory("a", seconds=1, room_id="r1", entity_id="e1"))
     await store.add_memory(make_memory("b", seconds=2, room_id="r1", entity_id="e2"))

@@ -145,8 +145,11 @@ async def test_runtime_forget_then_the_person_speaks_again(
         runtime = _runtime(character, store)
         await runtime.start()
         await runtime.handle(group("I am Ana", channel="general"))
+        await runtime.handle(dm("I am Ana, in private"))
+        assert runtime._composer._history  # the room's history, kept for its next turn
         report = await runtime.forget(_entity_id(runtime))
-        assert report.messages == 1 and report.entity
+        assert report.messages == 2 and report.entity
+        assert not runtime._composer._history  # her words are not kept in memory either
         assert await store.get_entity(_entity_id(runtime)) is None
         # Her records were forgotten as written too: her next message writes them anew.
         await runtime.handle(group("hello again", channel="general"))
