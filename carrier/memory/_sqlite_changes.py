@@ -16,8 +16,8 @@ import asyncio
 import json
 import logging
 import sqlite3
-from collections import defaultdict
-from collections.abc import AsyncIterator, Sequence
+from collections import Counter, defaultdict
+from collections.abc import AsyncIterator, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -63,9 +63,10 @@ class ChangeWatch(SQLiteConnection):
         and as the store's reader for small reads (``_fetch_near``)."""
         self._synced_version: int | None = None
         """The data version seen when the change log was last read in full."""
-        self._knowledge_epoch = 0
-        """Moves on whenever the change log may hold a change to knowledge (see
-        :meth:`_knowledge_version`)."""
+        self._epochs: Counter[str] = Counter()
+        """How many times the change log was seen to change memories of each kind (``?``: a
+        memory gone, whose kind it no longer says; ``*``: any kind, the log being too long to
+        look at, or unread while the store was closed). See :meth:`_kinds_version`."""
         self.vectors: VectorIndex | None = None
         """The in-memory vector index searches use (None: ``vector_index=False``, every search
         reads its candidates from the database)."""
@@ -84,7 +85,7 @@ class ChangeWatch(SQLiteConnection):
             "reading the change log", "SELECT coalesce(max(n), 0) FROM memory_changes"
         )
         self._cursor = int(rows[0][0])
-        self._knowledge_epoch += 1  # what changed while closed is not in the log read from here
+        self._epochs["*"] += 1  # what changed while closed is not in the log read from here
         # A process that only writes never prunes while searching: prune on open too (under
         # the lock open() holds already).
         with self._errors("pruning the change log"):
@@ -168,15 +169,19 @@ class ChangeWatch(SQLiteConnection):
             await self._read_changes()
             self._synced_version = version
 
-    async def _knowledge_version(self) -> int | None:
-        """A number that changes whenever knowledge's words may have changed in the file (this
-        process's writes and others' alike: the change log logs every change to knowledge's
-        text), taken once the log is applied; None where the store does not follow the log
-        (no vector index)."""
+    async def _kinds_version(
+        self, kinds: Iterable[str], *, deletes: bool
+    ) -> tuple[int, ...] | None:
+        """A version of the memories of ``kinds`` in the file, taken once the change log is
+        applied: it changes whenever one is added (by this process or another: the log has
+        every insert but of a message), and with ``deletes`` whenever any memory is deleted;
+        knowledge's also whenever a fragment's text changes. None where the store does not
+        follow the log (no vector index)."""
         if self.vectors is None:
             return None
         await self._sync_vectors()
-        return self._knowledge_epoch
+        keys = [*sorted(set(kinds)), "*", *(["?"] if deletes else [])]
+        return tuple(self._epochs[key] for key in keys)
 
     def _data_version(self) -> int | None:
         """``PRAGMA data_version`` of the read-only watch connection, which changes whenever any
@@ -208,9 +213,8 @@ class ChangeWatch(SQLiteConnection):
             return
         if len(joined) <= _JOINED and not self._gap(joined[0][0]):
             self._cursor = int(joined[-1][0])
-            # A change to knowledge, or to a memory gone (whose kind the log does not say).
-            if any(row[-1] is None or row[-1] == "knowledge" for row in joined):
-                self._knowledge_epoch += 1
+            for kind in {row[-1] or "?" for row in joined}:
+                self._epochs[kind] += 1
             wanted = {row[2]: row[1] for row in joined if row[1] in loaded}
             if wanted:
                 # The changed rows, once each (a memory changed twice is read twice, the same).
@@ -225,7 +229,7 @@ class ChangeWatch(SQLiteConnection):
         )
         if not changes:
             return
-        self._knowledge_epoch += 1  # too many to look at one by one
+        self._epochs["*"] += 1  # too many to look at one by one
         start = self._cursor
         gap = self._gap(changes[0][0])  # pruned before this process read it
         self._cursor = int(changes[-1][0])

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from pathlib import Path
+from typing import Any
 
 from carrier._sqlite_thread import immediate
 from carrier.errors import StoreError
 from carrier.memory import _sqlite_codec as codec
-from carrier.memory._sqlite_conn import SQLiteConnection
+from carrier.memory._sqlite_changes import ChangeWatch
 from carrier.memory.base import RecordedTurn
 from carrier.types import Memory, MemoryKind, MemoryStatus, to_us, utcnow
 
@@ -24,6 +27,8 @@ __all__ = ["Memories"]
 
 _NEAR_LIMIT = 100
 """A room's or a person's latest memories up to this many are read on the event loop's thread."""
+_NONE_YET_KEPT = 10_000
+"""Empty reads remembered (see ``Memories._none_yet``)."""
 _INSERT = (
     f"INSERT OR IGNORE INTO memories ({codec.MEMORY_COLUMNS}) "
     f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING {codec.MEMORY_COLUMNS}"
@@ -73,9 +78,16 @@ def _status_change(
     return sql, params
 
 
-class Memories(SQLiteConnection):
+class Memories(ChangeWatch):
     """The Store's methods for memories, but search (a part of
     :class:`~carrier.memory.sqlite.SQLiteStore`)."""
+
+    def __init__(self, *, path: str | Path, vector_index: bool = True) -> None:
+        super().__init__(path=path, vector_index=vector_index)
+        self._none_yet: OrderedDict[tuple[Any, ...], tuple[int, ...]] = OrderedDict()
+        """Reads of kinds other than messages that found nothing, and the version of those
+        kinds then (``_kinds_version``): the same read finds nothing while it holds (a
+        person's facts, a room's summaries: none, turn after turn, until one is added)."""
 
     async def add_memory(self, memory: Memory) -> Memory:
         # RETURNING yields the row only when it was inserted: one round trip for a new memory,
@@ -192,12 +204,29 @@ class Memories(SQLiteConnection):
         # A room's or a person's latest few (a turn's history, its facts) come straight from an
         # index: read at once on the event loop's thread; other reads may scan, on the thread.
         near = (room_id is not None or entity_id is not None) and limit <= _NEAR_LIMIT
+        # A read of kinds but messages that found nothing finds nothing again until one of
+        # those kinds is added (which the change log tells): it is not made again till then.
+        key: tuple[Any, ...] | None = None
+        version = None
+        if kinds and statuses is None and limit > 0 and MemoryKind.MESSAGE not in kinds:
+            version = await self._kinds_version(map(str, kinds), deletes=False)
+            key = (agent_id, room_id, entity_id, tuple(sorted(map(str, kinds))), before)
+            if version is not None and self._none_yet.get(key) == version:
+                return []
         rows = await (self._fetch_near if near else self._fetch)(
             "reading memories",
             f"SELECT {columns} FROM memories WHERE {' AND '.join(where)} "
             "ORDER BY created_at DESC, rowid DESC LIMIT ?",
             [*params, max(limit, 0)],
         )
+        if key is not None and version is not None:
+            if rows:
+                self._none_yet.pop(key, None)
+            else:
+                self._none_yet[key] = version
+                self._none_yet.move_to_end(key)
+                while len(self._none_yet) > _NONE_YET_KEPT:
+                    self._none_yet.popitem(last=False)
         return [codec.memory_from_row(row) for row in rows]
 
     async def get_memories_reusing(

@@ -217,17 +217,19 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         END""",
         "CREATE VIRTUAL TABLE knowledge_vocab USING fts5vocab(knowledge_fts, row)",
     ),
-    # 7: every change to knowledge's words reaches the change log, with or without a vector (a
-    # fragment stored unembedded, a text edited under the same vector), so that a process can
-    # keep knowledge's vocabulary in memory and know exactly when to read it again
-    # (SQLiteSearch._doc_counts). Changes of vectors were logged already.
+    # 7: the change log also gets every memory added or deleted without a vector, but for
+    # messages (a fragment stored unembedded, a fact), and every change to a knowledge
+    # fragment's text (under the same vector), so that a process can keep what it read of
+    # those kinds (knowledge's vocabulary, a person's facts none so far) and know exactly when
+    # to read it again (ChangeWatch._kinds_version). Changes of vectors were logged already;
+    # messages, added every turn, are not read that way.
     (
-        """CREATE TRIGGER knowledge_log_insert AFTER INSERT ON memories
-        WHEN new.kind = 'knowledge' AND new.embedding IS NULL BEGIN
+        """CREATE TRIGGER memories_log_insert_unembedded AFTER INSERT ON memories
+        WHEN new.kind != 'message' AND new.embedding IS NULL BEGIN
             INSERT INTO memory_changes (agent_id, memory_id) VALUES (new.agent_id, new.id);
         END""",
-        """CREATE TRIGGER knowledge_log_delete AFTER DELETE ON memories
-        WHEN old.kind = 'knowledge' AND old.embedding IS NULL BEGIN
+        """CREATE TRIGGER memories_log_delete_unembedded AFTER DELETE ON memories
+        WHEN old.kind != 'message' AND old.embedding IS NULL BEGIN
             INSERT INTO memory_changes (agent_id, memory_id) VALUES (old.agent_id, old.id);
         END""",
         """CREATE TRIGGER knowledge_log_update AFTER UPDATE OF content ON memories

@@ -47,8 +47,8 @@ class SQLiteSearch(RankedSearch, ChangeWatch):
         :meth:`_doc_counts`."""
         self._knowledge_counts: dict[str, int] = {}
         """Word → knowledge fragments holding it (0 too), as of :attr:`_knowledge_counted`."""
-        self._knowledge_counted: int | None = None
-        """The knowledge version (``_knowledge_version``) the counts were read at."""
+        self._knowledge_counted: tuple[int, ...] | None = None
+        """The knowledge version (``_kinds_version``) the counts were read at."""
 
     async def _vector_hits(
         self, query: MemoryQuery, embedding: Sequence[float], embedding_model: str, k: int
@@ -112,7 +112,7 @@ class SQLiteSearch(RankedSearch, ChangeWatch):
             return False
         if not keys:
             return True  # no words to hold
-        version = await self._knowledge_version()
+        version = await self._kinds_version(["knowledge"], deletes=True)
         if version is None:
             return False
         counts = await self._knowledge_doc_counts(version, keys, self._fetch_near)
@@ -158,7 +158,7 @@ class SQLiteSearch(RankedSearch, ChangeWatch):
         change slowly, and only choose which words a search looks for. Knowledge's are kept,
         words it lacks included, until knowledge changes (:meth:`_knowledge_doc_counts`)."""
         if vocab == "knowledge_vocab":
-            version = await self._knowledge_version()
+            version = await self._kinds_version(["knowledge"], deletes=True)
             if version is not None:
                 return await self._knowledge_doc_counts(version, terms, fetch)
         now = time.monotonic()
@@ -188,7 +188,7 @@ class SQLiteSearch(RankedSearch, ChangeWatch):
 
     async def _knowledge_doc_counts(
         self,
-        version: int,
+        version: tuple[int, ...],
         terms: list[str],
         fetch: Callable[[str, str, Sequence[Any]], Awaitable[list[sqlite3.Row]]],
     ) -> dict[str, int]:

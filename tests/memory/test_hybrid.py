@@ -154,7 +154,11 @@ async def test_hybrid_sqlite_knowledge_has_a_text_index_of_its_own(
     with sqlite3.connect(path) as db:
         for name in ("knowledge_fts_insert", "knowledge_fts_delete", "knowledge_fts_update"):
             db.execute(f"DROP TRIGGER {name}")
-        for name in ("knowledge_log_insert", "knowledge_log_delete", "knowledge_log_update"):
+        for name in (
+            "memories_log_insert_unembedded",
+            "memories_log_delete_unembedded",
+            "knowledge_log_update",
+        ):
             db.execute(f"DROP TRIGGER {name}")  # (step 7)
         db.execute("DROP TABLE knowledge_vocab")
         db.execute("DROP TABLE knowledge_fts")

@@ -227,11 +227,13 @@ async def test_sqlite_turn_reads_walk_an_index_in_order(
         fetch, fetch_near = store._fetch, store._fetch_near
 
         async def recording(what: str, sql: str, params: Any = ()) -> Any:
-            statements.append((sql, params))
+            if what == "reading memories":  # (not the change log)
+                statements.append((sql, params))
             return await fetch(what, sql, params)
 
         async def recording_near(what: str, sql: str, params: Any = ()) -> Any:
-            statements.append((sql, params))
+            if what == "reading memories":
+                statements.append((sql, params))
             return await fetch_near(what, sql, params)
 
         monkeypatch.setattr(store, "_fetch", recording)
@@ -325,3 +327,64 @@ async def test_sqlite_get_memories_reusing_decodes_only_what_changed(
         assert len(decoded) == 2  # m4, and m2 with its new status
         assert third[1] is first[0] and third[2] is not first[1]
         assert third[2].status is MemoryStatus.PROCESSED
+
+
+async def test_sqlite_a_read_that_found_nothing_is_not_made_again_till_something_is_added(
+    tmp_path: Path,
+) -> None:
+    """A person's facts (any kind but messages): none, turn after turn, is known without a
+    read until a memory of that kind is added, here or by another process, with or without a
+    vector; then the next read finds it."""
+    from carrier.types import MemoryKind
+
+    path = tmp_path / "carrier.db"
+    async with SQLiteStore(path=path) as store, SQLiteStore(path=path) as other:
+        reads: list[str] = []
+        fetch_near = store._fetch_near
+
+        async def counted(what: str, sql: str, params: Any = ()) -> list[sqlite3.Row]:
+            if what == "reading memories":
+                reads.append(sql)
+            return await fetch_near(what, sql, params)
+
+        store._fetch_near = counted  # type: ignore[method-assign]
+
+        async def facts(entity: str = "e") -> list[str]:
+            found = await store.get_memories(
+                agent_id="a", entity_id=entity, kinds=[MemoryKind.FACT], limit=20
+            )
+            return [m.content.text for m in found]
+
+        assert await facts() == [] and await facts() == []
+        assert len(reads) == 1  # the second asked nothing
+        await store.add_memory(_memory("a message", kind=MemoryKind.MESSAGE))
+        assert await facts() == [] and len(reads) == 1  # messages are no facts
+
+        # Added by another process, without a vector.
+        await other.add_memory(_memory("likes tea", kind=MemoryKind.FACT))
+        assert await facts() == ["likes tea"]
+        assert await facts("e2") == [] and await facts("e2") == []
+        reads.clear()
+        # Added here, with a vector, about someone else: read again, and found.
+        await store.add_memory(
+            _memory("plays chess", kind=MemoryKind.FACT).model_copy(
+                update={"entity_id": "e2", "embedding": [1.0, 0.0], "embedding_model": "m"}
+            )
+        )
+        assert await facts("e2") == ["plays chess"] and len(reads) == 1
+
+    # Without the vector index (which follows the change log), every read is made.
+    async with SQLiteStore(path=path, vector_index=False) as plain:
+        assert await plain.get_memories(agent_id="a", entity_id="e3", kinds=[MemoryKind.FACT]) == []
+        await other_write(path)
+        found = await plain.get_memories(agent_id="a", entity_id="e3", kinds=[MemoryKind.FACT])
+        assert [m.content.text for m in found] == ["hums"]
+
+
+async def other_write(path: Path) -> None:
+    from carrier.types import MemoryKind
+
+    async with SQLiteStore(path=path) as other:
+        await other.add_memory(
+            _memory("hums", kind=MemoryKind.FACT).model_copy(update={"entity_id": "e3"})
+        )

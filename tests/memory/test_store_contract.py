@@ -467,6 +467,31 @@ async def test_store_get_memories_reusing_reads_what_changed(store: Store) -> No
     assert texts(await read({m.id: m for m in again})) == ["m5", "m3", "m2, edited"]
 
 
+async def test_store_get_memories_finds_what_was_added_after_finding_nothing(
+    store: Store,
+) -> None:
+    """A read of facts (or summaries) that found nothing finds one added afterwards, with or
+    without a vector, whatever a store keeps between reads."""
+
+    async def facts() -> list[str]:
+        return texts(
+            await store.get_memories(agent_id=AGENT, entity_id="user-1", kinds=[MemoryKind.FACT])
+        )
+
+    assert await facts() == [] and await facts() == []
+    await store.add_memory(make_memory("likes tea", kind=MemoryKind.FACT, seconds=1))
+    assert await facts() == ["likes tea"]
+    assert await facts() == ["likes tea"]
+    await store.add_memory(
+        make_memory("plays chess", kind=MemoryKind.FACT, seconds=2, embedding=[1.0, 0.0])
+    )
+    assert await facts() == ["plays chess", "likes tea"]
+    summaries = {"agent_id": AGENT, "room_id": "room-1", "kinds": [MemoryKind.SUMMARY]}
+    assert await store.get_memories(**summaries) == []
+    await store.add_memory(make_memory("they met", kind=MemoryKind.SUMMARY, seconds=3))
+    assert texts(await store.get_memories(**summaries)) == ["they met"]
+
+
 async def test_store_get_memories_filters(store: Store) -> None:
     await store.add_memory(make_memory("a", seconds=1, room_id="r1", entity_id="e1"))
     await store.add_memory(make_memory("b", seconds=2, room_id="r1", entity_id="e2"))
