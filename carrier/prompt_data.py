@@ -56,12 +56,13 @@ def attachment_element(attachment: Attachment) -> str:
     return element("attachment", text, limit=ATTACHMENT_TEXT_CHARS, kind=kind, name=name, size=size)
 
 
-_REMEMBERED_TEXT = 4_000
-"""Messages up to this long are rendered once for the prompts that show them again (a room's
-history repeats in every turn's prompt); longer ones are rendered each time."""
+_REMEMBERED_TEXT = 2_000
+"""Messages up to this long (a Discord message's most) are rendered once for the prompts that
+show them again (a room's history repeats in every turn's prompt), the last 2,048 of them;
+longer ones are rendered each time, so that what is kept stays a few megabytes."""
 
 
-@functools.lru_cache(maxsize=4_096)
+@functools.lru_cache(maxsize=2_048)
 def _remembered_message(text: str, label: str, at: datetime, offset: timedelta | None) -> str:
     # ``offset``: equal instants in two time zones are equal keys, but not equal stamps.
     return element("message", text, from_=label, at=at.strftime("%Y-%m-%d %H:%M"))

@@ -23,8 +23,9 @@ __all__ = ["State", "StateComposer"]
 
 log = logging.getLogger(__name__)
 
-_ROOMS_KEPT = 1_000
-"""Rooms whose history the composer keeps between turns."""
+_ROOMS_KEPT = 256
+"""Rooms whose history the composer keeps between turns (the most recently active; a room
+further back has its history decoded anew, as before)."""
 
 
 @dataclass
