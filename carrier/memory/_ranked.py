@@ -16,7 +16,7 @@ from datetime import datetime
 
 import numpy as np
 
-from carrier.memory.hybrid import candidate_count, query_terms, reciprocal_rank_fusion, relevant
+from carrier.memory.hybrid import candidate_count, reciprocal_rank_fusion, relevant_hits
 from carrier.memory.index import VectorFilter, VectorIndex
 from carrier.types import MemoryKind, ScoredMemory, to_us
 
@@ -154,10 +154,7 @@ class RankedSearch:
             hit.similarity = cosine.get(hit.memory.id)
         if min_similarity is None:
             return found
-        terms = query_terms(text)
-        return [
-            hit for hit in found if relevant(hit, terms, min_cosine=min_similarity, query=embedding)
-        ]
+        return relevant_hits(found, text, min_cosine=min_similarity, query=embedding)
 
     async def _lacks_words(self, query: MemoryQuery, text: str) -> bool:
         """Whether it is known, without a search, that no memory ``query`` allows holds any of

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,8 @@ _NEAR_LIMIT = 100
 """A room's or a person's latest memories up to this many are read on the event loop's thread."""
 _NONE_YET_KEPT = 10_000
 """Empty reads remembered (see ``Memories._none_yet``)."""
+_Fetch = Callable[[str, str, Sequence[Any]], Awaitable[list[sqlite3.Row]]]
+"""``_fetch`` or ``_fetch_near``."""
 _INSERT = (
     f"INSERT OR IGNORE INTO memories ({codec.MEMORY_COLUMNS}) "
     f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING {codec.MEMORY_COLUMNS}"
@@ -201,9 +203,6 @@ class Memories(ChangeWatch):
             where.append("created_at < ?")
             params.append(to_us(before))
         columns = codec.MEMORY_COLUMNS if embeddings else codec.MEMORY_COLUMNS_NO_VECTOR
-        # A room's or a person's latest few (a turn's history, its facts) come straight from an
-        # index: read at once on the event loop's thread; other reads may scan, on the thread.
-        near = (room_id is not None or entity_id is not None) and limit <= _NEAR_LIMIT
         # A read of kinds but messages that found nothing finds nothing again until one of
         # those kinds is added (which the change log tells): it is not made again till then.
         key: tuple[Any, ...] | None = None
@@ -213,12 +212,8 @@ class Memories(ChangeWatch):
             key = (agent_id, room_id, entity_id, tuple(sorted(map(str, kinds))), before)
             if version is not None and self._none_yet.get(key) == version:
                 return []
-        rows = await (self._fetch_near if near else self._fetch)(
-            "reading memories",
-            f"SELECT {columns} FROM memories WHERE {' AND '.join(where)} "
-            "ORDER BY created_at DESC, rowid DESC LIMIT ?",
-            [*params, max(limit, 0)],
-        )
+        fetch = self._fetch_for(room_id, entity_id, limit)
+        rows = await self._latest(fetch, columns, where, params, limit)
         if key is not None and version is not None:
             if rows:
                 self._none_yet.pop(key, None)
@@ -243,14 +238,8 @@ class Memories(ChangeWatch):
         # new or changed since ``known`` was read: a room's history changes by a message or
         # two a turn, and decoding its twenty rows cost more than reading them.
         where, params = codec.memory_filters(agent_id, room_id, entity_id, kinds)
-        near = (room_id is not None or entity_id is not None) and limit <= _NEAR_LIMIT
-        fetch = self._fetch_near if near else self._fetch
-        stamps = await fetch(
-            "reading memories",
-            f"SELECT id, updated_at FROM memories WHERE {' AND '.join(where)} "
-            "ORDER BY created_at DESC, rowid DESC LIMIT ?",
-            [*params, max(limit, 0)],
-        )
+        fetch = self._fetch_for(room_id, entity_id, limit)
+        stamps = await self._latest(fetch, "id, updated_at", where, params, limit)
         found: dict[str, Memory] = {}
         for memory_id, updated_us in stamps:
             memory = known.get(memory_id)
@@ -271,6 +260,25 @@ class Memories(ChangeWatch):
             found.update((row["id"], codec.memory_from_row(row)) for row in rows)
         # (A memory deleted between the two reads is left out.)
         return [found[row[0]] for row in stamps if row[0] in found]
+
+    def _fetch_for(self, room_id: str | None, entity_id: str | None, limit: int) -> _Fetch:
+        """How to read a room's or a person's latest few (a turn's history, its facts), which
+        come straight from an index: at once on the event loop's thread; other reads may
+        scan, on the connection's thread."""
+        near = (room_id is not None or entity_id is not None) and limit <= _NEAR_LIMIT
+        return self._fetch_near if near else self._fetch
+
+    @staticmethod
+    async def _latest(
+        fetch: _Fetch, columns: str, where: list[str], params: list[Any], limit: int
+    ) -> list[sqlite3.Row]:
+        """The ``columns`` of the newest ``limit`` memories ``where`` allows, newest first."""
+        return await fetch(
+            "reading memories",
+            f"SELECT {columns} FROM memories WHERE {' AND '.join(where)} "
+            "ORDER BY created_at DESC, rowid DESC LIMIT ?",
+            [*params, max(limit, 0)],
+        )
 
     async def count_memories(
         self,

@@ -171,12 +171,7 @@ class SQLiteSearch(RankedSearch, ChangeWatch):
             else:
                 missing.append(term)
         if missing:
-            rows = await fetch(
-                "reading the full-text vocabulary",
-                f"SELECT term, doc FROM {vocab} WHERE term IN ({', '.join('?' * len(missing))})",
-                missing,
-            )
-            found = {row[0]: int(row[1]) for row in rows}
+            found = await _vocabulary(vocab, missing, fetch)
             for term in missing:
                 counts[term] = found.get(term, 0)
                 if counts[term]:  # a word not seen yet may arrive any moment: asked again
@@ -200,14 +195,22 @@ class SQLiteSearch(RankedSearch, ChangeWatch):
         known = self._knowledge_counts
         missing = [term for term in terms if term not in known]
         if missing:
-            rows = await fetch(
-                "reading the knowledge vocabulary",
-                "SELECT term, doc FROM knowledge_vocab "
-                f"WHERE term IN ({', '.join('?' * len(missing))})",
-                missing,
-            )
-            found = {row[0]: int(row[1]) for row in rows}
+            found = await _vocabulary("knowledge_vocab", missing, fetch)
             for term in missing:
                 # (Knowledge changed while this read: the next search starts afresh anyway.)
                 known[term] = found.get(term, 0)
         return {term: known[term] for term in terms}
+
+
+async def _vocabulary(
+    vocab: str,
+    terms: list[str],
+    fetch: Callable[[str, str, Sequence[Any]], Awaitable[list[sqlite3.Row]]],
+) -> dict[str, int]:
+    """How many memories of the ``vocab`` table's index hold each of ``terms`` that any does."""
+    rows = await fetch(
+        "reading the full-text vocabulary",
+        f"SELECT term, doc FROM {vocab} WHERE term IN ({', '.join('?' * len(terms))})",
+        terms,
+    )
+    return {row[0]: int(row[1]) for row in rows}

@@ -305,7 +305,7 @@ class Store(ABC):
 
         This default ranks by vectors alone; the SQLite and MongoDB stores override it.
         """
-        from carrier.memory.hybrid import query_terms, reciprocal_rank_fusion, relevant
+        from carrier.memory.hybrid import reciprocal_rank_fusion, relevant_hits
 
         hits = await self.search_memories(
             agent_id=agent_id,
@@ -327,8 +327,7 @@ class Store(ABC):
         ]
         if min_similarity is None:
             return found
-        terms = query_terms(text)
-        return [h for h in found if relevant(h, terms, min_cosine=min_similarity)]
+        return relevant_hits(found, text, min_cosine=min_similarity)
 
     async def prepare_search(  # noqa: B027 - optional hook: a no-op where nothing loads
         self, *, agent_id: str, embedding_model: str, dim: int

@@ -30,6 +30,7 @@ __all__ = [
     "rarest_terms",
     "reciprocal_rank_fusion",
     "relevant",
+    "relevant_hits",
 ]
 
 RRF_K = 60
@@ -118,6 +119,18 @@ def relevant(
     if not text.isascii():
         text = folded(text)  # once for the whole text: a knowledge fragment is ~800 words
     return any(word in wanted for word in _WORD.findall(text))
+
+
+def relevant_hits(
+    hits: Iterable[ScoredMemory],
+    text: str,
+    *,
+    min_cosine: float,
+    query: Sequence[float] = (),
+) -> list[ScoredMemory]:
+    """The ``hits`` of a search for ``text`` that are :func:`relevant`, in their order."""
+    terms = query_terms(text)
+    return [hit for hit in hits if relevant(hit, terms, min_cosine=min_cosine, query=query)]
 
 
 @functools.lru_cache(maxsize=256)
