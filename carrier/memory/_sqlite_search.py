@@ -29,6 +29,8 @@ __all__ = ["SQLiteSearch"]
 _DOC_COUNT_TTL_S = 300.0
 _DOC_COUNT_CACHE = 50_000
 """Words whose memory counts are kept (for :meth:`SQLiteSearch._doc_counts`), and for how long."""
+_KNOWLEDGE_WORDS = 50_000
+"""Knowledge's vocabulary is kept whole in memory up to this many words (~7 MB)."""
 _NEAR_HITS = 64
 """Up to this many hits are read back on the event loop's thread (see ``_fetch_near``)."""
 _KNOWLEDGE_ONLY = frozenset({MemoryKind.KNOWLEDGE})
@@ -49,6 +51,9 @@ class SQLiteSearch(RankedSearch, ChangeWatch):
         """Word → knowledge fragments holding it (0 too), as of :attr:`_knowledge_counted`."""
         self._knowledge_counted: tuple[int, ...] | None = None
         """The knowledge version (``_kinds_version``) the counts were read at."""
+        self._knowledge_whole = False
+        """Whether the counts are knowledge's whole vocabulary (a word not in them is in no
+        fragment), not just the words asked for so far."""
 
     async def _vector_hits(
         self, query: MemoryQuery, embedding: Sequence[float], embedding_model: str, k: int
@@ -188,16 +193,32 @@ class SQLiteSearch(RankedSearch, ChangeWatch):
         fetch: Callable[[str, str, Sequence[Any]], Awaitable[list[sqlite3.Row]]],
     ) -> dict[str, int]:
         """Knowledge's counts of ``terms``, from memory while knowledge is as it was when they
-        were read (``version``): a turn's words are mostly ones knowledge lacks, which the
-        general cache asks for again every time (a message may bring them any moment)."""
-        if version != self._knowledge_counted or len(self._knowledge_counts) > _DOC_COUNT_CACHE:
+        were read (``version``). Its whole vocabulary is read once per version, where it has
+        at most :data:`_KNOWLEDGE_WORDS` words: a turn's message mostly brings a word or two
+        nobody asked about before (a name, a number, a typo), each a lookup in FTS5's
+        vocabulary otherwise (~0.1 ms in a turn). A larger vocabulary is read word by word,
+        the words it lacks remembered too."""
+        if version != self._knowledge_counted:
             self._knowledge_counts, self._knowledge_counted = {}, version
+            self._knowledge_whole = False  # (a search meanwhile reads its words one by one)
+            rows = await self._fetch(
+                "reading knowledge's vocabulary",
+                "SELECT term, doc FROM knowledge_vocab LIMIT ?",
+                (_KNOWLEDGE_WORDS + 1,),
+            )
+            # Kept unless knowledge changed while this read (another search then reads again).
+            if len(rows) <= _KNOWLEDGE_WORDS and self._knowledge_counted == version:
+                self._knowledge_counts = {row[0]: int(row[1]) for row in rows}
+                self._knowledge_whole = True
         known = self._knowledge_counts
+        if self._knowledge_whole:
+            return {term: known.get(term, 0) for term in terms}
+        if len(known) > _DOC_COUNT_CACHE:
+            known.clear()
         missing = [term for term in terms if term not in known]
         if missing:
             found = await _vocabulary("knowledge_vocab", missing, fetch)
             for term in missing:
-                # (Knowledge changed while this read: the next search starts afresh anyway.)
                 known[term] = found.get(term, 0)
         return {term: known[term] for term in terms}
 

@@ -169,43 +169,56 @@ async def test_hybrid_sqlite_knowledge_has_a_text_index_of_its_own(
         assert await store._text_hits(knowledge, "ferry late", 10) == []  # messages stay out
 
 
+def _knowledge_fragment(text: str, embedding: list[float] | None = None):  # type: ignore[no-untyped-def]
+    from carrier.types import Content, Memory, MemoryKind
+
+    return Memory(
+        agent_id="a",
+        room_id="r",
+        entity_id="e",
+        kind=MemoryKind.KNOWLEDGE,
+        content=Content(text=text),
+        embedding=embedding,
+        embedding_model="m" if embedding else None,
+    )
+
+
+def _spy_vocabulary_reads(store) -> list[object]:  # type: ignore[no-untyped-def]
+    """What ``store`` reads of knowledge's vocabulary from here: ``"whole"`` for a read of all
+    of it, else the words asked for."""
+    reads: list[object] = []
+    fetch, fetch_near = store._fetch, store._fetch_near
+
+    async def spied(what: str, sql: str, params=(), *, near: bool):  # type: ignore[no-untyped-def]
+        if "knowledge_vocab" in sql:
+            reads.append("whole" if "LIMIT" in sql else list(params))
+        return await (fetch_near if near else fetch)(what, sql, params)
+
+    store._fetch = lambda *a: spied(*a, near=False)
+    store._fetch_near = lambda *a: spied(*a, near=True)
+    return reads
+
+
 async def test_hybrid_sqlite_knowledge_words_are_counted_anew_once_knowledge_changes(
     tmp_path,
 ) -> None:
-    """Knowledge's word counts are kept in memory, words it lacks included, and read again as
-    soon as knowledge changes: a fragment added, edited or deleted, with or without a vector,
-    by this store or by another process."""
+    """Knowledge's whole vocabulary is read once and kept in memory, so a message's words,
+    new ones included, cost no read; it is read again as soon as knowledge changes: a fragment
+    added, edited or deleted, with or without a vector, by this store or by another process."""
     from carrier.memory._ranked import MemoryQuery
     from carrier.memory.sqlite import SQLiteStore
     from carrier.types import Content, Memory, MemoryKind
 
     path = tmp_path / "carrier.db"
     knowledge = MemoryQuery("a", kinds=[MemoryKind.KNOWLEDGE])
-
-    def fragment(text: str, embedding: list[float] | None = None) -> Memory:
-        return Memory(
-            agent_id="a",
-            room_id="r",
-            entity_id="e",
-            kind=MemoryKind.KNOWLEDGE,
-            content=Content(text=text),
-            embedding=embedding,
-            embedding_model="m" if embedding else None,
-        )
+    fragment = _knowledge_fragment
 
     async with SQLiteStore(path=path) as store, SQLiteStore(path=path) as other:
-        reads = []
-        fetch_near = store._fetch_near
-
-        async def counted(what: str, sql: str, params=()):  # type: ignore[no-untyped-def]
-            if "knowledge_vocab" in sql:
-                reads.append(list(params))
-            return await fetch_near(what, sql, params)
-
-        store._fetch_near = counted  # type: ignore[method-assign]
+        reads = _spy_vocabulary_reads(store)
         assert await store._text_hits(knowledge, "anchor lantern", 10) == []
         assert await store._text_hits(knowledge, "lantern anchor", 10) == []
-        assert reads == [["anchor", "lantern"]]  # the second search asked nothing: both absent
+        assert await store._text_hits(knowledge, "rope 1234 hull", 10) == []
+        assert reads == ["whole"]  # once: the later searches, new words and all, read nothing
 
         # Added here, without a vector.
         anchor = await store.add_memory(fragment("Drop the anchor at dusk"))
@@ -218,12 +231,13 @@ async def test_hybrid_sqlite_knowledge_words_are_counted_anew_once_knowledge_cha
         await other.update_memory(lantern)
         assert await store._text_hits(knowledge, "lamp", 10) == [lantern.id]
         assert await store._text_hits(knowledge, "lantern", 10) == []
+        assert reads == ["whole"] * 4  # a read for each change, none for the searches between
         # Deleted there: gone from the counts too (the text side is not asked for it).
         await other.delete_memory(anchor.id)
         reads.clear()
         assert await store._text_hits(knowledge, "anchor", 10) == []
-        assert reads == [["anchor"]]
-        assert await store._doc_counts("knowledge_vocab", ["anchor", "lamp"], fetch_near) == {
+        assert reads == ["whole"]
+        assert await store._doc_counts("knowledge_vocab", ["anchor", "lamp"], store._fetch) == {
             "anchor": 0,
             "lamp": 1,
         }
@@ -242,6 +256,55 @@ async def test_hybrid_sqlite_knowledge_words_are_counted_anew_once_knowledge_cha
         )
         assert await store._text_hits(knowledge, "anchor lamp", 10) == [lantern.id]
         assert reads == []
+
+
+async def test_hybrid_sqlite_a_large_knowledge_vocabulary_is_read_word_by_word(
+    tmp_path, monkeypatch
+) -> None:
+    """Past ``_KNOWLEDGE_WORDS`` words, knowledge's vocabulary is not kept whole: each word is
+    read when a search first asks for it, the words knowledge lacks remembered too, until
+    knowledge changes."""
+    import carrier.memory._sqlite_search as search
+    from carrier.memory._ranked import MemoryQuery
+    from carrier.memory.sqlite import SQLiteStore
+    from carrier.types import MemoryKind
+
+    monkeypatch.setattr(search, "_KNOWLEDGE_WORDS", 3)
+    knowledge = MemoryQuery("a", kinds=[MemoryKind.KNOWLEDGE])
+    async with SQLiteStore(path=tmp_path / "carrier.db") as store:
+        stern = await store.add_memory(_knowledge_fragment("Stern and bow and keel"))
+        reads = _spy_vocabulary_reads(store)
+        assert await store._text_hits(knowledge, "keel anchor", 10) == [stern.id]
+        assert await store._text_hits(knowledge, "anchor keel", 10) == [stern.id]
+        assert reads == ["whole", ["keel", "anchor"]]  # too many words: asked one by one, once
+        assert await store._text_hits(knowledge, "stern gull", 10) == [stern.id]
+        assert reads[2:] == [["stern", "gull"]]
+        bow = await store.add_memory(_knowledge_fragment("A gull on the bow"))
+        reads.clear()
+        assert await store._text_hits(knowledge, "gull", 10) == [bow.id]
+        assert reads == ["whole", ["gull"]]
+
+
+async def test_hybrid_sqlite_searches_while_knowledge_vocabulary_is_read_count_right(
+    tmp_path,
+) -> None:
+    """A search that arrives while another reads knowledge's whole vocabulary afresh does not
+    take the counts of before (or none) for the new ones: it reads its own words."""
+    import asyncio
+
+    from carrier.memory._ranked import MemoryQuery
+    from carrier.memory.sqlite import SQLiteStore
+    from carrier.types import MemoryKind
+
+    knowledge = MemoryQuery("a", kinds=[MemoryKind.KNOWLEDGE])
+    async with SQLiteStore(path=tmp_path / "carrier.db") as store:
+        await store.add_memory(_knowledge_fragment("Stern and bow"))
+        assert await store._text_hits(knowledge, "keel", 10) == []  # counted: whole
+        keel = await store.add_memory(_knowledge_fragment("The keel is long"))
+        found = await asyncio.gather(
+            *(store._text_hits(knowledge, text, 10) for text in ("keel", "long keel", "keel"))
+        )
+        assert found == [[keel.id]] * 3
 
 
 async def test_hybrid_sqlite_far_knowledge_without_the_words_is_not_read(tmp_path) -> None:
