@@ -151,6 +151,73 @@ def test_index_rows_listed_rows_follow_changes_and_agree_with_the_full_scan() ->
     assert r3 is not None and 0 < r3.size * 8 < vs.size  # small enough to be read from its list
 
 
+def test_index_rows_a_few_rows_at_a_time_end_as_a_batch_would(monkeypatch) -> None:
+    """A turn's few memories are upserted row by row; the same changes made the batch way
+    leave the same set: vectors, fields, counts, listed rows, searches."""
+    import carrier.memory.index.rows as rows_module
+
+    rng = np.random.default_rng(11)
+    kinds = ["message", "message", "fact", "knowledge", "summary"]
+    steps = []
+    for step in range(400):
+        ids = [f"m{i}" for i in rng.choice(120, size=int(rng.integers(1, 5)), replace=False)]
+        if step % 9 == 8:
+            steps.append(("remove", ids))
+            continue
+        vectors = rng.normal(size=(len(ids), 6))
+        vectors[rng.random(len(ids)) < 0.05] = 0.0  # a zero vector stays zero
+        steps.append(
+            (
+                "upsert",
+                rows(
+                    ids,
+                    vectors,
+                    rooms=[f"r{i}" for i in rng.integers(0, 6, len(ids))],
+                    entities=[f"e{i}" for i in rng.integers(0, 9, len(ids))],
+                    kinds=[kinds[i] for i in rng.integers(0, len(kinds), len(ids))],
+                    created=rng.integers(0, 1000, len(ids)).tolist(),
+                ),
+            )
+        )
+
+    def replay(few: int) -> VectorSet:
+        monkeypatch.setattr(rows_module, "_FEW_ROWS", few)
+        vs = VectorSet(6)
+        for what, arg in steps:
+            if what == "remove":
+                vs.remove(arg)  # type: ignore[arg-type]
+            else:
+                placed = vs.upsert(arg)  # type: ignore[arg-type]
+                assert [vs.id_of(r) for r in placed.tolist()] == arg.ids  # type: ignore[union-attr]
+        return vs
+
+    one_by_one, batched = replay(4), replay(0)
+    n = batched.size
+    assert one_by_one.size == n and len(one_by_one) == len(batched)
+    assert one_by_one.ids(n) == batched.ids(n)
+    assert np.array_equal(one_by_one.vectors(), batched.vectors())
+    for name in ("_live", "_room", "_entity", "_kind", "_created"):
+        assert np.array_equal(getattr(one_by_one, name)[:n], getattr(batched, name)[:n]), name
+    for name in ("_room_counts", "_entity_counts", "_kind_counts"):
+        a, b = getattr(one_by_one, name), getattr(batched, name)
+        width = max(a.size, b.size)
+        assert np.array_equal(np.pad(a, (0, width - a.size)), np.pad(b, (0, width - b.size)))
+    q = unit(rng.normal(size=6).astype(np.float32))
+    for flt in [
+        VectorFilter(room_id="r2"),
+        VectorFilter(entity_id="e4", kinds=frozenset({"message", "summary"})),
+        VectorFilter(kinds=frozenset({"knowledge"})),
+        VectorFilter(kinds=frozenset({"fact"}), exclude_ids=frozenset({"m3"})),
+    ]:
+        assert one_by_one.estimate(flt) == batched.estimate(flt), flt
+        found = one_by_one.rows_matching(flt)
+        assert found is not None and found.tolist() == np.flatnonzero(batched.mask(flt)).tolist()
+        assert (
+            one_by_one.top_k(q, 5, rows=found)[0].tolist()
+            == batched.top_k(q, 5, rows=found)[0].tolist()
+        )
+
+
 def test_index_rows_fingerprints_follow_the_vectors() -> None:
     a, b = VectorSet(2), VectorSet(2)
     a.upsert(rows(["x", "y"], np.array([[1.0, 0.0], [0.0, 1.0]])))

@@ -59,17 +59,28 @@ class Postings:
             distinct, starts = np.unique(codes, return_index=True)
             parts = zip(distinct.tolist(), np.split(rows, starts[1:]), strict=True)
         for code, part in parts:
-            while len(self._rows) <= code:
-                self._rows.append(np.zeros(8, dtype=np.int64))
-                self._len.append(0)
-            held, n = self._rows[code], self._len[code]
-            if n + part.size > held.size:
-                # A new array: a reader in another thread may hold a view of the old one.
-                grown = np.zeros(max(n + part.size, 2 * held.size), dtype=np.int64)
-                grown[:n] = held[:n]
-                self._rows[code] = held = grown
+            held, n = self._room_for(code, part.size)
             held[n : n + part.size] = part
             self._len[code] = n + part.size
+
+    def add_one(self, code: int, row: int) -> None:
+        """:meth:`add` of one row."""
+        held, n = self._room_for(code, 1)
+        held[n] = row
+        self._len[code] = n + 1
+
+    def _room_for(self, code: int, more: int) -> tuple[np.ndarray, int]:
+        """The array of ``code``'s rows, with room for ``more``, and how many it holds."""
+        while len(self._rows) <= code:
+            self._rows.append(np.zeros(8, dtype=np.int64))
+            self._len.append(0)
+        held, n = self._rows[code], self._len[code]
+        if n + more > held.size:
+            # A new array: a reader in another thread may hold a view of the old one.
+            grown = np.zeros(max(n + more, 2 * held.size), dtype=np.int64)
+            grown[:n] = held[:n]
+            self._rows[code] = held = grown
+        return held, n
 
     def rows(self, code: int) -> np.ndarray:
         """The rows listed under ``code`` (none for -1, an unknown value)."""

@@ -284,6 +284,12 @@ class VectorIndex:
             # The rest are not this set's (any more): another model after a reindex, or a kind
             # the set does not hold.
             gone = ids.difference(mine.ids) if mine is not None else ids
+            if (
+                mine is None
+                and entry.vectors is not None
+                and not any(map(entry.vectors.__contains__, gone))
+            ):
+                continue  # none of them is this set's, nor was
             self._change(entry, functools.partial(replace_rows, rows=mine, gone=gone))
 
     def _split(self, rows: VectorRows) -> dict[str, VectorRows | None]:
