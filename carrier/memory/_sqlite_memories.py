@@ -8,7 +8,6 @@ Reads name their columns so that a caller that wants text leaves the vectors unr
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -234,32 +233,23 @@ class Memories(ChangeWatch):
         limit: int = 50,
         known: Mapping[str, Memory],
     ) -> list[Memory]:
-        # The ids and update times first (no text to decode), then the rows of the memories
-        # new or changed since ``known`` was read: a room's history changes by a message or
-        # two a turn, and decoding its twenty rows cost more than reading them.
+        # One read of the rows, but only those new or changed since ``known`` was read are
+        # decoded: a room's history changes by a message or two a turn, and decoding its twenty
+        # rows cost more than reading them.
         where, params = codec.memory_filters(agent_id, room_id, entity_id, kinds)
         fetch = self._fetch_for(room_id, entity_id, limit)
-        stamps = await self._latest(fetch, "id, updated_at", where, params, limit)
-        found: dict[str, Memory] = {}
-        for memory_id, updated_us in stamps:
-            memory = known.get(memory_id)
+        rows = await self._latest(fetch, codec.MEMORY_COLUMNS_NO_VECTOR, where, params, limit)
+        found = []
+        for row in rows:
+            memory = known.get(row["id"])
             if (
-                memory is not None
-                and memory.embedding is None
-                and to_us(memory.updated_at) == updated_us
+                memory is None
+                or memory.embedding is not None
+                or to_us(memory.updated_at) != row["updated_at"]
             ):
-                found[memory_id] = memory
-        missing = [row[0] for row in stamps if row[0] not in found]
-        if missing:
-            rows = await fetch(
-                "reading memories",
-                f"SELECT {codec.MEMORY_COLUMNS_NO_VECTOR} FROM memories "
-                "WHERE id IN (SELECT value FROM json_each(?))",
-                (json.dumps(missing),),
-            )
-            found.update((row["id"], codec.memory_from_row(row)) for row in rows)
-        # (A memory deleted between the two reads is left out.)
-        return [found[row[0]] for row in stamps if row[0] in found]
+                memory = codec.memory_from_row(row)
+            found.append(memory)
+        return found
 
     def _fetch_for(self, room_id: str | None, entity_id: str | None, limit: int) -> _Fetch:
         """How to read a room's or a person's latest few (a turn's history, its facts), which

@@ -76,12 +76,19 @@ class StateComposer:
         seed = rt.next_seed()
         rng = random.Random(seed)
 
+        # The turn's message is known too, as stored (its vector is not, until the turn ends).
+        known = {
+            **self._history.get(turn.room.id, {}),
+            turn.inbound.id: turn.inbound.model_copy(
+                update={"embedding": None, "embedding_model": None}
+            ),
+        }
         recent_newest_first = await rt.store.get_memories_reusing(
             agent_id=rt.agent_id,
             room_id=turn.room.id,
             kinds=[MemoryKind.MESSAGE],
             limit=self.recent_messages,
-            known=self._history.get(turn.room.id, {}),
+            known=known,
         )
         self._history[turn.room.id] = {m.id: m for m in recent_newest_first}
         self._history.move_to_end(turn.room.id)
