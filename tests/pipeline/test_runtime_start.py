@@ -177,3 +177,40 @@ async def test_runtime_start_gets_the_model_ready_before_the_first_turn(
         await runtime.start()
         assert model.prepared == 1  # litellm's import is not paid inside the first turn's deadline
         await runtime.stop()
+
+
+async def test_runtime_a_turn_decodes_only_the_history_it_did_not_have(
+    tmp_path: Path, character: Character, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The state composer reads its room's history each turn but decodes only the rows it did
+    not already hold as they are: the previous turn's message (its status changed) and reply,
+    not the turn's own message (stored by this turn), nor the older ones."""
+    from carrier.memory import _sqlite_codec as codec
+
+    async with SQLiteStore(path=tmp_path / "carrier.db") as store:
+        runtime = _runtime(character, store)
+        await runtime.start()
+        for i in range(3):
+            await runtime.handle(dm(f"message {i}"))
+        decoded: list[str] = []
+        decode = codec.memory_from_row
+        reusing = store.get_memories_reusing
+
+        async def history(**kwargs: Any) -> Any:
+            def counting(row: Any) -> Any:
+                decoded.append(row["content"])
+                return decode(row)
+
+            monkeypatch.setattr(codec, "memory_from_row", counting)
+            try:
+                return await reusing(**kwargs)
+            finally:
+                monkeypatch.setattr(codec, "memory_from_row", decode)
+
+        monkeypatch.setattr(store, "get_memories_reusing", history)
+        result = await runtime.handle(dm("message 3"))
+        assert result.replies
+        assert len(decoded) == 2
+        assert not any("message 3" in content for content in decoded)
+        assert any("message 2" in content for content in decoded)
+        await runtime.stop()
