@@ -54,8 +54,9 @@ def one_blas_thread() -> Iterator[None]:
         if libraries:
             if _users == 0:
                 _saved = [lib.num_threads for lib in libraries]
-                for lib in libraries:
-                    lib.set_num_threads(1)
+                for lib, threads in zip(libraries, _saved, strict=True):
+                    if threads != 1:  # (the numpy engine's process is at one already)
+                        lib.set_num_threads(1)
             _users += 1
     try:
         yield
@@ -65,7 +66,8 @@ def one_blas_thread() -> Iterator[None]:
                 _users -= 1
                 if _users == 0:
                     for lib, threads in zip(libraries, _saved, strict=True):
-                        lib.set_num_threads(threads)
+                        if threads != 1:
+                            lib.set_num_threads(threads)
 
 
 def set_blas_threads(threads: int) -> None:

@@ -10,7 +10,6 @@ is the exact cosine, re-computed from the float32 rows.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
 import sys
 from collections.abc import Sequence
@@ -75,12 +74,13 @@ async def search_set(
 
 
 def hits(vs: VectorSet, rows: np.ndarray, scores: np.ndarray) -> list[tuple[str, float]]:
-    """The memory ids of ``rows``, with their scores."""
-    found = []
-    for row, score in zip(rows.tolist(), scores.tolist(), strict=True):
-        with contextlib.suppress(KeyError):  # removed while a thread searched
-            found.append((vs.id_of(row), float(score)))
-    return found
+    """The memory ids of ``rows``, with their scores (a row removed while a thread searched is
+    left out)."""
+    return [
+        (memory_id, score)
+        for memory_id, score in zip(vs.ids_of(rows.tolist()), scores.tolist(), strict=True)
+        if memory_id is not None
+    ]
 
 
 def ann_top_k(

@@ -9,7 +9,7 @@ numbers usable as the keys of an ANN index built over the same rows.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from contextlib import nullcontext
 from dataclasses import dataclass
 
@@ -149,6 +149,11 @@ class VectorSet:
 
     def row_of(self, memory_id: str) -> int | None:
         return self._row_of.get(memory_id)
+
+    def ids_of(self, rows: list[int]) -> list[str | None]:
+        """The memory ids of ``rows`` (None for a dead row)."""
+        ids = self._ids
+        return [ids[row] for row in rows]
 
     def id_of(self, row: int) -> str:
         memory_id = self._ids[row]
@@ -486,22 +491,3 @@ class VectorSet:
                 part = rows[start : start + 65_536]
                 out[start : start + len(part)] = np.round(self._vectors[part] @ probes, 4)
         return out
-
-
-def rows_from_sequences(
-    ids: Sequence[str],
-    rooms: Sequence[str],
-    entities: Sequence[str],
-    kinds: Sequence[str],
-    created_us: Sequence[int],
-    vectors: Sequence[Sequence[float]] | np.ndarray,
-) -> VectorRows:
-    """A :class:`VectorRows` from plain sequences (tests and stores)."""
-    return VectorRows(
-        ids=list(ids),
-        rooms=list(rooms),
-        entities=list(entities),
-        kinds=list(kinds),
-        created_us=list(created_us),
-        vectors=np.asarray(vectors, dtype=np.float32).reshape(len(ids), -1),
-    )
