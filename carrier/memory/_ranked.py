@@ -146,9 +146,14 @@ class RankedSearch:
         by_text = await self._text_hits(query, text, n)
         fused = reciprocal_rank_fusion([[i for i, _ in by_vector], by_text], limit=k)
         cosine = dict(by_vector)
-        if min_similarity is not None and await self._lacks_words(query, text):
-            # No memory here holds a word of the text: a hit too far to be shown is not read.
-            fused = [(i, s) for i, s in fused if cosine.get(i, min_similarity) >= min_similarity]
+        holders = None
+        if min_similarity is not None:
+            holders = await self._word_holders(query, text, by_text, n)
+        if holders is not None and min_similarity is not None:
+            # Which memories hold a word of the text is known: a hit too far to be shown that
+            # holds none is not read.
+            least = min_similarity
+            fused = [(i, s) for i, s in fused if cosine.get(i, least) >= least or i in holders]
         found = await self._scored(fused, embeddings=embeddings)
         for hit in found:
             hit.similarity = cosine.get(hit.memory.id)
@@ -156,10 +161,13 @@ class RankedSearch:
             return found
         return relevant_hits(found, text, min_cosine=min_similarity, query=embedding)
 
-    async def _lacks_words(self, query: MemoryQuery, text: str) -> bool:
-        """Whether it is known, without a search, that no memory ``query`` allows holds any of
-        ``text``'s words (:func:`query_terms`); False where a store cannot tell."""
-        return False
+    async def _word_holders(
+        self, query: MemoryQuery, text: str, by_text: Sequence[str], limit: int
+    ) -> set[str] | None:
+        """The memories ``query`` allows that hold a word of ``text`` (:func:`query_terms`),
+        where that is known without reading them, given ``by_text``, what :meth:`_text_hits`
+        found for it with ``limit``; None where a store cannot tell."""
+        return None
 
     @abstractmethod
     async def _vector_hits(

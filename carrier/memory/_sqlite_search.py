@@ -104,24 +104,33 @@ class SQLiteSearch(RankedSearch, ChangeWatch):
             if memory_id in by_id
         ]
 
-    async def _lacks_words(self, query: MemoryQuery, text: str) -> bool:
-        """Known for knowledge, from its vocabulary kept in memory (:meth:`_doc_counts`): a turn's
-        message mostly shares no word with the character's knowledge, and then the fragments
-        its vector is far from need not be read to learn that they hold none of its words.
-        Only for words FTS5 and :func:`~carrier.memory.hybrid.relevant` split alike (letters
-        and digits)."""
+    async def _word_holders(
+        self, query: MemoryQuery, text: str, by_text: Sequence[str], limit: int
+    ) -> set[str] | None:
+        """Known for knowledge, from its vocabulary kept in memory (:meth:`_doc_counts`): none
+        when no fragment holds a word of the message (a turn's message mostly shares none with
+        the character's knowledge), else the text side's hits when it looked for every word
+        some fragment holds and found fewer than ``limit``. Then the fragments the vector is
+        far from need not be read to learn whether they hold a word. Only for words FTS5 and
+        :func:`~carrier.memory.hybrid.relevant` split alike (letters and digits)."""
         if query.kinds is None or not set(query.kinds) <= _KNOWLEDGE_ONLY:
-            return False
-        keys = [folded(term) for term in query_terms(text)]
+            return None
+        keys = {folded(term): term for term in query_terms(text)}
         if not all(key.isalnum() for key in keys):
-            return False
+            return None
         if not keys:
-            return True  # no words to hold
+            return set()  # no words to hold
         version = await self._kinds_version(["knowledge"], deletes=True)
         if version is None:
-            return False
-        counts = await self._knowledge_doc_counts(version, keys, self._fetch_near)
-        return not any(counts.values())
+            return None
+        counts = await self._knowledge_doc_counts(version, list(keys), self._fetch_near)
+        held = {keys[key]: counts[key] for key in keys if counts[key]}
+        if not held:
+            return set()
+        # What _text_hits searched for: every held word, or only the rarest of them.
+        if len(rarest_terms(held)) == len(held) and len(by_text) < limit:
+            return set(by_text)
+        return None
 
     async def _text_hits(self, query: MemoryQuery, text: str, limit: int) -> list[str]:
         """By FTS5 bm25, over the query's rarest words (see :func:`rarest_terms`); a search for

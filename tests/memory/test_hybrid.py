@@ -361,3 +361,70 @@ async def test_hybrid_sqlite_far_knowledge_without_the_words_is_not_read(tmp_pat
         read.clear()
         assert await search("is the ferry on time") == [close.id]  # "is" is no word of theirs
         assert sorted(read[0]) == sorted([close.id])
+
+        # A shared word the text side looked for: only the fragments holding it are read of
+        # those too far to be shown.
+        quiet = await add("Quiet waters all night", [-1.0, 0.0])
+        read.clear()
+        assert await search("zanzibar photos") == [far.id, close.id]
+        assert sorted(read[0]) == sorted([close.id, far.id])  # not the quiet waters
+        read.clear()
+        assert sorted(await search("quiet zanzibar night")) == sorted([far.id, quiet.id, close.id])
+        assert sorted(read[0]) == sorted([close.id, far.id, quiet.id])
+        # More held words than the text side looks for: which fragments hold them is not
+        # known, and every candidate is read (the quiet waters, holding none, not shown).
+        read.clear()
+        many = "harbor opens dawn zanzibar boat late"
+        assert sorted(await search(many)) == sorted([close.id, far.id])
+        assert sorted(read[0]) == sorted([close.id, far.id, quiet.id])
+
+
+async def test_hybrid_sqlite_far_knowledge_is_read_when_the_text_side_may_have_missed_it(
+    tmp_path, monkeypatch
+) -> None:
+    """When the text side found as many fragments as it may list, others may hold the words
+    too: the far ones are read to see; with room to spare, only the ones it found are."""
+    import carrier.memory._ranked as ranked
+    from carrier.memory.sqlite import SQLiteStore
+    from carrier.types import MemoryKind
+
+    async with SQLiteStore(path=tmp_path / "carrier.db") as store:
+        ids = {}
+        for name, text, vector in [
+            ("harbor", "Harbor opens at dawn", [1.0, 0.0]),
+            ("boat", "The Zanzibar boat is late", [-1.0, 0.0]),
+            ("ferries", "Zanzibar ferries run at noon", [-0.9, 0.1]),
+            ("quiet", "Quiet waters all night", [-0.5, -0.8]),
+        ]:
+            ids[name] = (await store.add_memory(_knowledge_fragment(text, vector))).id
+        read: list[list[str]] = []
+        scored = store._scored
+
+        async def reading(hits, *, embeddings=True):  # type: ignore[no-untyped-def]
+            read.append([memory_id for memory_id, _ in hits])
+            return await scored(hits, embeddings=embeddings)
+
+        store._scored = reading  # type: ignore[method-assign]
+
+        async def search(candidates: int) -> set[str]:
+            monkeypatch.setattr(ranked, "candidate_count", lambda k: candidates)
+            read.clear()
+            hits = await store.search_hybrid(
+                agent_id="a",
+                text="zanzibar",
+                embedding=[1.0, 0.0],
+                embedding_model="m",
+                k=4,
+                kinds=[MemoryKind.KNOWLEDGE],
+                embeddings=False,
+                min_similarity=0.3,
+            )
+            return {h.memory.id for h in hits}
+
+        shown = {ids["harbor"], ids["boat"], ids["ferries"]}
+        # Two of each side: the text side's list is full, the quiet waters (far) are read.
+        assert await search(2) == shown
+        assert ids["quiet"] in read[0]
+        # Three: the text side found both fragments with the word; the quiet waters are not read.
+        assert await search(3) == shown
+        assert sorted(read[0]) == sorted(shown)
