@@ -199,6 +199,19 @@ def _spy_vocabulary_reads(store) -> list[object]:  # type: ignore[no-untyped-def
     return reads
 
 
+def _spy_hit_reads(store) -> list[list[str]]:  # type: ignore[no-untyped-def]
+    """The ids of each batch of search hits ``store`` reads from here."""
+    read: list[list[str]] = []
+    scored = store._scored
+
+    async def reading(hits, *, embeddings=True):  # type: ignore[no-untyped-def]
+        read.append([memory_id for memory_id, _ in hits])
+        return await scored(hits, embeddings=embeddings)
+
+    store._scored = reading
+    return read
+
+
 async def test_hybrid_sqlite_knowledge_words_are_counted_anew_once_knowledge_changes(
     tmp_path,
 ) -> None:
@@ -312,33 +325,16 @@ async def test_hybrid_sqlite_far_knowledge_without_the_words_is_not_read(tmp_pat
     before its rows are read (a turn's usual knowledge search); with a shared word somewhere,
     the far fragments are read to see whether they hold it."""
     from carrier.memory.sqlite import SQLiteStore
-    from carrier.types import Content, Memory, MemoryKind
+    from carrier.types import Memory, MemoryKind
 
     async with SQLiteStore(path=tmp_path / "carrier.db") as store:
 
         async def add(text: str, vector: list[float]) -> Memory:
-            return await store.add_memory(
-                Memory(
-                    agent_id="a",
-                    room_id="r",
-                    entity_id="e",
-                    kind=MemoryKind.KNOWLEDGE,
-                    content=Content(text=text),
-                    embedding=vector,
-                    embedding_model="m",
-                )
-            )
+            return await store.add_memory(_knowledge_fragment(text, vector))
 
         close = await add("Harbor opens at dawn", [1.0, 0.0])
         far = await add("The Zanzibar boat is late", [-1.0, 0.0])
-        read: list[list[str]] = []
-        scored = store._scored
-
-        async def reading(hits, *, embeddings=True):  # type: ignore[no-untyped-def]
-            read.append([memory_id for memory_id, _ in hits])
-            return await scored(hits, embeddings=embeddings)
-
-        store._scored = reading  # type: ignore[method-assign]
+        read = _spy_hit_reads(store)
 
         async def search(text: str) -> list[str]:
             hits = await store.search_hybrid(
@@ -397,14 +393,7 @@ async def test_hybrid_sqlite_far_knowledge_is_read_when_the_text_side_may_have_m
             ("quiet", "Quiet waters all night", [-0.5, -0.8]),
         ]:
             ids[name] = (await store.add_memory(_knowledge_fragment(text, vector))).id
-        read: list[list[str]] = []
-        scored = store._scored
-
-        async def reading(hits, *, embeddings=True):  # type: ignore[no-untyped-def]
-            read.append([memory_id for memory_id, _ in hits])
-            return await scored(hits, embeddings=embeddings)
-
-        store._scored = reading  # type: ignore[method-assign]
+        read = _spy_hit_reads(store)
 
         async def search(candidates: int) -> set[str]:
             monkeypatch.setattr(ranked, "candidate_count", lambda k: candidates)
