@@ -39,8 +39,8 @@ ATTACHMENT_TEXT_CHARS = 2_000
 """An attachment's extracted text is cut to this in a prompt."""
 
 
-def _stamp(memory: Memory) -> str:
-    return memory.created_at.strftime("%Y-%m-%d %H:%M")
+def _stamp(at: datetime) -> str:
+    return at.strftime("%Y-%m-%d %H:%M")
 
 
 def _speaker_name(memory: Memory) -> str:
@@ -65,7 +65,7 @@ longer ones are rendered each time, so that what is kept stays a few megabytes."
 @functools.lru_cache(maxsize=2_048)
 def _remembered_message(text: str, label: str, at: datetime, offset: timedelta | None) -> str:
     # ``offset``: equal instants in two time zones are equal keys, but not equal stamps.
-    return element("message", text, from_=label, at=at.strftime("%Y-%m-%d %H:%M"))
+    return element("message", text, from_=label, at=_stamp(at))
 
 
 def message_element(memory: Memory, labels: SpeakerLabels) -> str:
@@ -75,7 +75,7 @@ def message_element(memory: Memory, labels: SpeakerLabels) -> str:
     if len(text) <= _REMEMBERED_TEXT:
         inner = _remembered_message(text, label, memory.created_at, memory.created_at.utcoffset())
     else:
-        inner = element("message", text, from_=label, at=_stamp(memory))
+        inner = element("message", text, from_=label, at=_stamp(memory.created_at))
     if not memory.content.attachments:
         return inner
     files = "\n".join(attachment_element(a) for a in memory.content.attachments)
@@ -91,7 +91,7 @@ def summary_element(memory: Memory) -> str:
         "summary",
         memory.content.text,
         messages=memory.content.metadata.get("messages"),
-        at=_stamp(memory),
+        at=_stamp(memory.created_at),
     )
 
 
