@@ -2,11 +2,12 @@
 
 One aiosqlite connection (one worker thread) serves every write and every read that may take a
 while; an asyncio lock keeps each write, and each multi-statement transaction, whole, so writes
-never run at the same time. Small reads found through an index run on the event loop's thread
-through a read-only connection instead (:meth:`SQLiteConnection._fetch_near`), and so do a turn's
-small writes through a writing connection of their own (:meth:`SQLiteConnection._write_near`),
-kept apart from the thread's writes by SQLite's own lock on the file: a hand-off to the worker
-thread and back costs more than such a statement.
+never run at the same time. A turn's small writes run on the event loop's thread instead,
+through a writing connection of their own (:meth:`SQLiteConnection._write_near`), kept apart from
+the thread's writes by SQLite's own lock on the file: a hand-off to the worker thread and back
+costs more than such a statement. So do small reads found through an index
+(:meth:`SQLiteConnection._fetch_near`), through that same connection, whose page cache its own
+writes leave warm.
 Every failure of SQLite becomes a :class:`~carrier.errors.StoreError` that names the file and
 what was being done.
 """
@@ -52,10 +53,12 @@ class SQLiteConnection:
         """Held by each write and transaction, and by open and close."""
         self._reader: sqlite3.Connection | None = None
         """A read-only connection to the same file, used on the event loop's thread for the
-        small reads of :meth:`_fetch_near` (None: every read goes to the connection's thread)."""
+        small reads of :meth:`_fetch_near` where there is no near writer (both None: every read
+        goes to the connection's thread)."""
         self._writer: sqlite3.Connection | None = None
         """A writing connection to the same file, used on the event loop's thread for the small
-        writes of :meth:`_write_near` (None: every write goes to the connection's thread)."""
+        writes of :meth:`_write_near` and the small reads of :meth:`_fetch_near` (None: every
+        write goes to the connection's thread)."""
         self._near_writes = 0
 
     async def _connect(self) -> aiosqlite.Connection:
@@ -133,12 +136,18 @@ class SQLiteConnection:
         self, what: str, sql: str, params: Sequence[Any] = ()
     ) -> list[sqlite3.Row]:
         """A small read (a few rows found through an index) run at once on the event loop's
-        thread, through the read-only connection: a hand-off to the connection's thread and back
-        costs more than such a read (0.2-0.6 ms in a turn, several ms on a loaded machine,
-        against ~0.05 ms). What this store wrote is committed by then, so it sees its own
-        writes. Where there is no such connection (``:memory:``), or it fails (busy, say), the
-        read goes to the connection's thread as any other."""
-        reader = self._reader
+        thread: a hand-off to the connection's thread and back costs more than such a read
+        (0.2-0.6 ms in a turn, several ms on a loaded machine, against ~0.05 ms). What this
+        store wrote is committed by then, so it sees its own writes.
+
+        It goes through the near writer (autocommit: a read holds nothing once its rows are
+        fetched). A connection drops its whole page cache when it finds that another one
+        committed, and a turn's reads come right after the turn's own near write: through the
+        writer they find the pages in its cache, where the read-only connection read every
+        page again. Without a near writer the read-only connection reads; where there is
+        neither (``:memory:``), or the read fails (busy, say), the read goes to the connection's
+        thread as any other."""
+        reader = self._writer or self._reader
         if reader is not None:
             try:
                 return reader.execute(sql, params).fetchall()

@@ -94,8 +94,7 @@ async def test_sqlite_index_follows_another_process_writes(
 
         statements: list[str] = []
         await mine._conn().set_trace_callback(statements.append)
-        assert mine._reader is not None
-        mine._reader.set_trace_callback(statements.append)
+        _trace_near(mine, statements)
         assert await _top(mine, _unit(3)) == ["theirs"]
         read = [s for s in statements if "memory_changes" in s]
         assert len(read) == (1 if joined > 3 else 2), read
@@ -115,8 +114,7 @@ async def test_sqlite_search_reads_the_change_log_only_after_a_commit(tmp_path: 
         assert await _top(mine, _unit(1)) == ["first"]  # loads mine's index
         statements: list[str] = []
         await mine._conn().set_trace_callback(statements.append)
-        assert mine._reader is not None
-        mine._reader.set_trace_callback(statements.append)
+        _trace_near(mine, statements)
 
         assert await _top(mine, _unit(1)) == ["first"]
         assert not [s for s in statements if "memory_changes" in s]
@@ -214,10 +212,18 @@ async def test_sqlite_open_that_fails_half_way_closes_its_connection(
         assert await _top(store, _unit(1)) == ["after"]
 
 
+def _trace_near(store: SQLiteStore, statements: list[str]) -> None:
+    """Record what the store's connections on the event loop's thread run."""
+    assert store._writer is not None and store._reader is not None
+    store._writer.set_trace_callback(statements.append)
+    store._reader.set_trace_callback(statements.append)
+
+
 async def test_sqlite_small_reads_skip_the_connections_thread(tmp_path: Path) -> None:
     """A turn's reads (a room's history, a person's facts, rooms, search hits) run at once on
-    the event loop's thread through the read-only connection, see the store's own writes, and
-    go to the connection's thread when that connection cannot serve them."""
+    the event loop's thread through the near writer (whose page cache the turn's own writes
+    leave warm), see the store's own writes; without a near writer, through the read-only
+    connection; and on the connection's thread when neither can serve them."""
     from carrier.types import Room
 
     async with SQLiteStore(path=tmp_path / "carrier.db") as store:
@@ -239,13 +245,30 @@ async def test_sqlite_small_reads_skip_the_connections_thread(tmp_path: Path) ->
             assert (await store.get_memory(first.id)) == first
             assert await _top(store, _unit(1)) == ["first"]
 
-        await reads()
-        assert not [s for s in on_thread if s.lstrip().upper().startswith("SELECT")], on_thread
+        def selects(statements: list[str]) -> list[str]:
+            return [s for s in statements if s.lstrip().upper().startswith("SELECT")]
 
-        assert store._reader is not None
-        store._reader.close()  # it fails now: the thread reads instead
+        assert store._writer is not None and store._reader is not None
+        by_writer: list[str] = []
+        by_reader: list[str] = []
+        store._writer.set_trace_callback(by_writer.append)
+        store._reader.set_trace_callback(by_reader.append)
         await reads()
-        assert [s for s in on_thread if "FROM memories" in s]
+        assert not selects(on_thread), on_thread
+        assert [s for s in by_writer if "FROM memories" in s] and not selects(by_reader)
+
+        writer, store._writer = store._writer, None  # as when it could not be opened
+        try:
+            by_writer.clear()
+            await reads()
+            assert not selects(on_thread) and not by_writer
+            assert [s for s in by_reader if "FROM memories" in s]
+
+            store._reader.close()  # it fails now: the thread reads instead
+            await reads()
+            assert [s for s in on_thread if "FROM memories" in s]
+        finally:
+            store._writer = writer
 
     async with SQLiteStore(path=":memory:") as memory_store:  # no second connection there
         assert memory_store._reader is None
