@@ -301,7 +301,7 @@ def room_notes_provider(*, limit: int = 10) -> ContextProvider:
             values={"roomNotes": notes_block(n.content.text for n in reversed(notes))}
         )
 
-    return ContextProvider(name="room_notes", provide=provide, position=46)
+    return ContextProvider(name="room_notes", provide=provide, position=46, local=True)
 
 
 def memory_plugin(*, window: int = 20, summary_threshold: int = 20, tools: bool = False) -> Plugin:

@@ -95,8 +95,8 @@ async def _knowledge(turn: Turn) -> ProviderOutput:
 
 def builtin_providers() -> list[ContextProvider]:
     return [
-        ContextProvider(name="time", provide=_time, position=10),
-        ContextProvider(name="room", provide=_room, position=20),
-        ContextProvider(name="lorebook", provide=_lorebook, position=30),
-        ContextProvider(name="knowledge", provide=_knowledge, position=40),
+        ContextProvider(name="time", provide=_time, position=10, local=True),
+        ContextProvider(name="room", provide=_room, position=20, local=True),
+        ContextProvider(name="lorebook", provide=_lorebook, position=30, local=True),
+        ContextProvider(name="knowledge", provide=_knowledge, position=40, local=True),
     ]

@@ -115,7 +115,7 @@ class ConversationSummarizer:
         )
 
     def as_provider(self) -> ContextProvider:
-        return ContextProvider(name="summaries", provide=self.provide, position=45)
+        return ContextProvider(name="summaries", provide=self.provide, position=45, local=True)
 
     # -- what is pending ------------------------------------------------------------------------
     async def watermark(

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from carrier.builtin.persona import sample_persona
 from carrier.memory.visibility import Visibility
 from carrier.pipeline.base import Turn
+from carrier.plugins import ContextProvider, ProviderOutput
 from carrier.prompt_data import conversation, facts_block, format_memories, speaker_labels
 from carrier.types import Memory, MemoryKind, MemoryStatus, ScoredMemory, stable_id
 from carrier.untrusted import Speaker, SpeakerLabels, block, clean_name, element
@@ -178,9 +179,7 @@ class StateComposer:
         )
 
         providers = sorted(rt.registry.providers.values(), key=lambda p: p.position)
-        outputs = await asyncio.gather(
-            *(p.provide(turn) for p in providers), return_exceptions=True
-        )
+        outputs = await _provide(providers, turn)
         extra = []
         for provider, output in zip(providers, outputs, strict=True):
             if isinstance(output, BaseException):
@@ -204,3 +203,25 @@ class StateComposer:
             "actions": state.actions,
             "sections": sorted(state.sections),
         }
+
+
+async def _provide(
+    providers: list[ContextProvider], turn: Turn
+) -> list[ProviderOutput | BaseException]:
+    """Each provider's output, or what it raised, in the order of ``providers``. Those that
+    call out run at once, each in its own task, while the local ones run here in turn."""
+    calls = {p.name: asyncio.ensure_future(p.provide(turn)) for p in providers if not p.local}
+    try:
+        local: dict[str, ProviderOutput | BaseException] = {}
+        for provider in providers:
+            if provider.local:
+                try:
+                    local[provider.name] = await provider.provide(turn)
+                except Exception as exc:
+                    local[provider.name] = exc
+        called = await asyncio.gather(*calls.values(), return_exceptions=True)
+    finally:
+        for call in calls.values():
+            call.cancel()  # (done already but where the turn itself ends here)
+    local.update(zip(calls, called, strict=True))
+    return [local[p.name] for p in providers]

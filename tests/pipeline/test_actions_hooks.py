@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import random
 
 import pytest
@@ -160,6 +161,54 @@ async def test_plugin_registers_all_or_nothing_and_unloads(make_runtime) -> None
     assert (
         runtime.registry.find_action("WAVE") is None and "weather" not in runtime.registry.providers
     )
+
+
+async def test_context_providers_that_call_out_run_at_once_and_local_ones_in_turn(
+    make_runtime,
+) -> None:
+    """Providers that call out run concurrently, each in a task of its own; local ones run one
+    after another in the state stage's task. A failure leaves out its own section only, and
+    the sections keep the providers' positions."""
+    first_asked, second_asked = asyncio.Event(), asyncio.Event()
+    tasks: dict[str, asyncio.Task[object] | None] = {}
+
+    def remote(name: str, mine: asyncio.Event, other: asyncio.Event, at: int) -> ContextProvider:
+        async def provide(turn: Turn) -> ProviderOutput:
+            tasks[name] = asyncio.current_task()
+            mine.set()
+            await asyncio.wait_for(other.wait(), 10)  # each waits for the other to have begun
+            return ProviderOutput(text=f"{name} says hi")
+
+        return ContextProvider(name=name, provide=provide, position=at)
+
+    def local(name: str, at: int, fails: bool = False) -> ContextProvider:
+        async def provide(turn: Turn) -> ProviderOutput:
+            tasks[name] = asyncio.current_task()
+            if fails:
+                raise RuntimeError("no notes today")
+            return ProviderOutput(text=f"{name} says hi")
+
+        return ContextProvider(name=name, provide=provide, position=at, local=True)
+
+    plugin = Plugin(
+        name="sources",
+        providers=[
+            remote("first", first_asked, second_asked, at=70),
+            remote("second", second_asked, first_asked, at=60),
+            local("notes", at=50),
+            local("broken", at=55, fails=True),
+        ],
+    )
+    model = FunctionModel(lambda r: xml("hello"))
+    result = await make_runtime(model, plugins=[plugin]).handle(dm("hi"))
+    assert [m.content.text for m in result.replies] == ["hello"]
+    assert result.trace["state"]["sections"] == ["first", "notes", "second"]
+    data = data_text(model.requests[0])
+    assert data.index("notes says hi") < data.index("second says hi") < data.index("first says hi")
+    assert "no notes today" not in data
+    # The local ones ran in one task (the stage's), each of the others in its own.
+    assert tasks["notes"] is tasks["broken"]
+    assert len({id(tasks["notes"]), id(tasks["first"]), id(tasks["second"])}) == 3
 
 
 async def test_fact_extraction_stores_facts_once(make_runtime, store) -> None:
