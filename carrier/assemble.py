@@ -11,7 +11,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from carrier.builtin.persona import example_pairs
 from carrier.errors import ConfigError
 from carrier.limits import TurnLimits
 from carrier.llm.base import ModelProvider
@@ -19,6 +18,7 @@ from carrier.llm.models import credential_env_vars, has_credentials, resolve_mod
 from carrier.llm.redacting import redacting
 from carrier.memory.base import Store
 from carrier.memory.embedder import Embedder
+from carrier.persona import example_pairs
 from carrier.runtime import AgentRuntime
 from carrier.safety.known import learn_character, learn_environment
 from carrier.safety.patterns import mask_url

@@ -12,8 +12,8 @@ import random
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from carrier.builtin.persona import sample_persona
 from carrier.memory.visibility import Visibility
+from carrier.persona import sample_persona
 from carrier.pipeline.base import Turn
 from carrier.plugins import ContextProvider, ProviderOutput
 from carrier.prompt_data import conversation, facts_block, format_memories, speaker_labels

@@ -8,11 +8,11 @@ import random
 import pytest
 
 from carrier.builtin.actions import MAX_CONTINUES
-from carrier.builtin.persona import example_pairs, sample_persona
 from carrier.errors import ConfigError
 from carrier.llm.base import ModelRequest
 from carrier.llm.failures import ModelFailure
 from carrier.llm.fake import FunctionModel, ScriptedModel
+from carrier.persona import example_pairs, sample_persona
 from carrier.pipeline.base import HookPoint, HookResult, Turn
 from carrier.plugins import Action, ActionResult, ContextProvider, Evaluator, Plugin, ProviderOutput
 from carrier.types import MemoryKind, MemoryStatus, RoomState
