@@ -60,7 +60,8 @@ class ChangeWatch(SQLiteConnection):
         self._watch: sqlite3.Connection | None = None
         """A read-only connection used on the event loop's thread for ``PRAGMA data_version`` (a
         few microseconds, no hand-off to the connection's thread: see :meth:`_data_version`),
-        and as the store's reader for small reads (``_fetch_near``)."""
+        and as the store's reader for small reads (``_fetch_near``) where there is no near
+        writer."""
         self._synced_version: int | None = None
         """The data version seen when the change log was last read in full."""
         self._epochs: Counter[str] = Counter()
