@@ -210,18 +210,25 @@ async def _provide(
 ) -> list[ProviderOutput | BaseException]:
     """Each provider's output, or what it raised, in the order of ``providers``. Those that
     call out run at once, each in its own task, while the local ones run here in turn."""
-    calls = {p.name: asyncio.ensure_future(p.provide(turn)) for p in providers if not p.local}
+    outputs: dict[str, ProviderOutput | BaseException] = {}
+    calls: dict[str, asyncio.Future[ProviderOutput]] = {}
     try:
-        local: dict[str, ProviderOutput | BaseException] = {}
+        for provider in providers:
+            if not provider.local:
+                try:
+                    calls[provider.name] = asyncio.ensure_future(provider.provide(turn))
+                except Exception as exc:
+                    outputs[provider.name] = exc
         for provider in providers:
             if provider.local:
                 try:
-                    local[provider.name] = await provider.provide(turn)
+                    outputs[provider.name] = await provider.provide(turn)
                 except Exception as exc:
-                    local[provider.name] = exc
+                    outputs[provider.name] = exc
         called = await asyncio.gather(*calls.values(), return_exceptions=True)
     finally:
+        # Nothing once they are done; if the turn is cancelled meanwhile, they stop with it.
         for call in calls.values():
-            call.cancel()  # (done already but where the turn itself ends here)
-    local.update(zip(calls, called, strict=True))
-    return [local[p.name] for p in providers]
+            call.cancel()
+    outputs.update(zip(calls, called, strict=True))
+    return [outputs[p.name] for p in providers]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Awaitable
 
 import pytest
 
@@ -167,8 +168,8 @@ async def test_context_providers_that_call_out_run_at_once_and_local_ones_in_tur
     make_runtime,
 ) -> None:
     """Providers that call out run concurrently, each in a task of its own; local ones run one
-    after another in the state stage's task. A failure leaves out its own section only, and
-    the sections keep the providers' positions."""
+    after another in the state stage's task. A failure (even one raised before any await)
+    leaves out its own section only, and the sections keep the providers' positions."""
     first_asked, second_asked = asyncio.Event(), asyncio.Event()
     tasks: dict[str, asyncio.Task[object] | None] = {}
 
@@ -190,9 +191,13 @@ async def test_context_providers_that_call_out_run_at_once_and_local_ones_in_tur
 
         return ContextProvider(name=name, provide=provide, position=at, local=True)
 
+    def fails_at_once(turn: Turn) -> Awaitable[ProviderOutput]:
+        raise RuntimeError("no source today")
+
     plugin = Plugin(
         name="sources",
         providers=[
+            ContextProvider(name="eager", provide=fails_at_once, position=80),
             remote("first", first_asked, second_asked, at=70),
             remote("second", second_asked, first_asked, at=60),
             local("notes", at=50),
@@ -205,7 +210,7 @@ async def test_context_providers_that_call_out_run_at_once_and_local_ones_in_tur
     assert result.trace["state"]["sections"] == ["first", "notes", "second"]
     data = data_text(model.requests[0])
     assert data.index("notes says hi") < data.index("second says hi") < data.index("first says hi")
-    assert "no notes today" not in data
+    assert "no notes today" not in data and "no source today" not in data
     # The local ones ran in one task (the stage's), each of the others in its own.
     assert tasks["notes"] is tasks["broken"]
     assert len({id(tasks["notes"]), id(tasks["first"]), id(tasks["second"])}) == 3
