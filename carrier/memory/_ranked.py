@@ -146,14 +146,13 @@ class RankedSearch:
         by_text = await self._text_hits(query, text, n)
         fused = reciprocal_rank_fusion([[i for i, _ in by_vector], by_text], limit=k)
         cosine = dict(by_vector)
-        holders = None
         if min_similarity is not None:
             holders = await self._word_holders(query, text, by_text, n)
-        if holders is not None and min_similarity is not None:
-            # Which memories hold a word of the text is known: a hit too far to be shown that
-            # holds none is not read.
-            least = min_similarity
-            fused = [(i, s) for i, s in fused if cosine.get(i, least) >= least or i in holders]
+            if holders is not None:
+                # Which memories hold a word of the text is known: a hit too far to be shown
+                # that holds none is not read.
+                least = min_similarity
+                fused = [(i, s) for i, s in fused if cosine.get(i, least) >= least or i in holders]
         found = await self._scored(fused, embeddings=embeddings)
         for hit in found:
             hit.similarity = cosine.get(hit.memory.id)
