@@ -199,6 +199,23 @@ def _spy_vocabulary_reads(store) -> list[object]:  # type: ignore[no-untyped-def
     return reads
 
 
+async def _knowledge_search(store, text: str):  # type: ignore[no-untyped-def]
+    """The knowledge provider's search (4 fragments, 0.3 the least cosine) for a query
+    vector of [1, 0]."""
+    from carrier.types import MemoryKind
+
+    return await store.search_hybrid(
+        agent_id="a",
+        text=text,
+        embedding=[1.0, 0.0],
+        embedding_model="m",
+        k=4,
+        kinds=[MemoryKind.KNOWLEDGE],
+        embeddings=False,
+        min_similarity=0.3,
+    )
+
+
 def _spy_hit_reads(store) -> list[list[str]]:  # type: ignore[no-untyped-def]
     """The ids of each batch of search hits ``store`` reads from here."""
     read: list[list[str]] = []
@@ -325,7 +342,7 @@ async def test_hybrid_sqlite_far_knowledge_without_the_words_is_not_read(tmp_pat
     before its rows are read (a turn's usual knowledge search); with a shared word somewhere,
     the far fragments are read to see whether they hold it."""
     from carrier.memory.sqlite import SQLiteStore
-    from carrier.types import Memory, MemoryKind
+    from carrier.types import Memory
 
     async with SQLiteStore(path=tmp_path / "carrier.db") as store:
 
@@ -337,17 +354,7 @@ async def test_hybrid_sqlite_far_knowledge_without_the_words_is_not_read(tmp_pat
         read = _spy_hit_reads(store)
 
         async def search(text: str) -> list[str]:
-            hits = await store.search_hybrid(
-                agent_id="a",
-                text=text,
-                embedding=[1.0, 0.0],
-                embedding_model="m",
-                k=4,
-                kinds=[MemoryKind.KNOWLEDGE],
-                embeddings=False,
-                min_similarity=0.3,
-            )
-            return [h.memory.id for h in hits]
+            return [h.memory.id for h in await _knowledge_search(store, text)]
 
         assert await search("quokka photos") == [close.id]
         assert read == [[close.id]]
@@ -382,7 +389,6 @@ async def test_hybrid_sqlite_far_knowledge_is_read_when_the_text_side_may_have_m
     too: the far ones are read to see; with room to spare, only the ones it found are."""
     import carrier.memory._ranked as ranked
     from carrier.memory.sqlite import SQLiteStore
-    from carrier.types import MemoryKind
 
     async with SQLiteStore(path=tmp_path / "carrier.db") as store:
         ids = {}
@@ -398,17 +404,7 @@ async def test_hybrid_sqlite_far_knowledge_is_read_when_the_text_side_may_have_m
         async def search(candidates: int) -> set[str]:
             monkeypatch.setattr(ranked, "candidate_count", lambda k: candidates)
             read.clear()
-            hits = await store.search_hybrid(
-                agent_id="a",
-                text="zanzibar",
-                embedding=[1.0, 0.0],
-                embedding_model="m",
-                k=4,
-                kinds=[MemoryKind.KNOWLEDGE],
-                embeddings=False,
-                min_similarity=0.3,
-            )
-            return {h.memory.id for h in hits}
+            return {h.memory.id for h in await _knowledge_search(store, "zanzibar")}
 
         shown = {ids["harbor"], ids["boat"], ids["ferries"]}
         # Two of each side: the text side's list is full, the quiet waters (far) are read.
