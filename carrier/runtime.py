@@ -377,7 +377,12 @@ class AgentRuntime:
             slot.users -= 1
             if slot.users == 0:
                 self._rooms.pop(turn.room.id, None)
+            # What the turn stored is indexed after it (Store.catch_up), before a search must.
+            self.background.submit(("catch_up", ""), self._catch_up)
         return self._result(turn)
+
+    async def _catch_up(self) -> None:
+        await self.store.catch_up()
 
     async def forget(self, entity_id: str) -> ForgetReport:
         """Delete what this agent keeps of a person: their memories, the agent's replies to them,

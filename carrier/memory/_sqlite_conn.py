@@ -188,7 +188,7 @@ class SQLiteConnection:
         connection's thread whole, under the store's write lock like any thread write; so does
         every :data:`_THREAD_EVERY`-th, and every write where there is no near writer
         (``:memory:``)."""
-        db = self._conn()
+        self._conn()  # (raises if the store is not open)
         self._near_writes += 1
         if self._near_writes % _THREAD_EVERY:
             for attempt in range(_NEAR_TRIES):
@@ -206,6 +206,12 @@ class SQLiteConnection:
                     # rather than queue on the thread behind its reads (0.2 s at 200
                     # conversations); a longer hold (a transaction, another process) goes there.
                     await asyncio.sleep(_NEAR_RETRY_S)
+        return await self._write_thread(what, fn)
+
+    async def _write_thread(self, what: str, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run the write ``fn(connection)`` on the connection's thread, under the store's write
+        lock (one statement, or one transaction of several)."""
+        db = self._conn()
         async with self._lock:
             with self._errors(what):
                 # aiosqlite queues a function to its thread with ``_execute`` (what its own

@@ -239,6 +239,38 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             INSERT INTO memory_changes (agent_id, memory_id) VALUES (new.agent_id, new.id);
         END""",
     ),
+    # 8: a memory added reaches the full-text index of every memory later, in batches
+    # (SQLiteSearch.catch_up): an insert only notes its row in ``memories_fts_pending``. Indexed
+    # in the write itself, each of a turn's two inserts wrote FTS5's postings and a new segment
+    # at its commit (~0.1 ms each, and segments to merge); a batch writes one segment for all.
+    # A search of that index catches up first, so it misses nothing. A memory deleted or
+    # rewritten before its batch only leaves (or keeps) its pending note: the index never gets a
+    # 'delete' for a row it does not hold (a contentless FTS5 table must be told exactly what it
+    # holds). Knowledge's own index is still written with the row.
+    (
+        "CREATE TABLE memories_fts_pending (seq INTEGER PRIMARY KEY)",
+        "DROP TRIGGER memories_fts_insert",
+        """CREATE TRIGGER memories_fts_insert AFTER INSERT ON memories BEGIN
+            INSERT OR IGNORE INTO memories_fts_pending (seq) VALUES (new.seq);
+        END""",
+        "DROP TRIGGER memories_fts_delete",
+        """CREATE TRIGGER memories_fts_delete AFTER DELETE ON memories BEGIN
+            INSERT INTO memories_fts (memories_fts, rowid, text)
+            SELECT 'delete', old.seq, coalesce(json_extract(old.content, '$.text'), '')
+            WHERE NOT EXISTS (SELECT 1 FROM memories_fts_pending WHERE seq = old.seq);
+            DELETE FROM memories_fts_pending WHERE seq = old.seq;
+        END""",
+        "DROP TRIGGER memories_fts_update",
+        """CREATE TRIGGER memories_fts_update AFTER UPDATE OF content ON memories
+        WHEN json_extract(old.content, '$.text') IS NOT json_extract(new.content, '$.text')
+            AND NOT EXISTS (SELECT 1 FROM memories_fts_pending WHERE seq = old.seq)
+        BEGIN
+            INSERT INTO memories_fts (memories_fts, rowid, text)
+            VALUES ('delete', old.seq, coalesce(json_extract(old.content, '$.text'), ''));
+            INSERT INTO memories_fts (rowid, text)
+            VALUES (new.seq, coalesce(json_extract(new.content, '$.text'), ''));
+        END""",
+    ),
 )
 """Schema steps: step ``i`` (0-based) brings the database to version ``i + 1``. Append only."""
 

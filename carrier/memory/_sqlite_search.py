@@ -2,8 +2,9 @@
 
 :class:`~carrier.memory._ranked.RankedSearch` asks for the nearest vectors (from the in-memory
 index once it is loaded and brought up to date from the change log; until then by scoring the
-matching vectors read from the file), the memories best matching a text (an FTS5 table that
-triggers keep in step, searched for the query's rarest words; knowledge has a table of its own),
+matching vectors read from the file), the memories best matching a text (an FTS5 table, searched
+for the query's rarest words: knowledge has one of its own that triggers keep in step; the one of
+every memory gets what was added in batches, :meth:`SQLiteSearch.catch_up`, before each search),
 and the memories of a ranked list.
 """
 
@@ -17,6 +18,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from carrier._sqlite_thread import immediate
 from carrier.memory import _sqlite_codec as codec
 from carrier.memory._ranked import MemoryQuery, RankedSearch, search_index
 from carrier.memory._sqlite_changes import ChangeWatch
@@ -31,6 +33,8 @@ _DOC_COUNT_CACHE = 50_000
 """Words whose memory counts are kept (for :meth:`SQLiteSearch._doc_counts`), and for how long."""
 _KNOWLEDGE_WORDS = 50_000
 """Knowledge's vocabulary is kept whole in memory up to this many words (~7 MB)."""
+_INDEX_BATCH = 1000
+"""Memories added to the full-text index per transaction (see :meth:`SQLiteSearch.catch_up`)."""
 _NEAR_HITS = 64
 """Up to this many hits are read back on the event loop's thread (see ``_fetch_near``)."""
 _KNOWLEDGE_ONLY = frozenset({MemoryKind.KNOWLEDGE})
@@ -144,8 +148,11 @@ class SQLiteSearch(RankedSearch, ChangeWatch):
             if knowledge
             else ("memories_fts", "memories_vocab")
         )
-        # Knowledge's own index is small: read at once; the index of every memory, on the thread.
+        # Knowledge's own index is small: read at once; the index of every memory, on the thread,
+        # once it holds every memory added so far.
         fetch = self._fetch_near if knowledge else self._fetch
+        if not knowledge:
+            await self.catch_up()
         keys = {folded(term): term for term in terms}
         counts = await self._doc_counts(vocab, list(keys), fetch)
         match = fts5_match(rarest_terms({keys[key]: counts[key] for key in keys}))
@@ -160,6 +167,24 @@ class SQLiteSearch(RankedSearch, ChangeWatch):
             [match, *params, limit],
         )
         return [row[0] for row in rows]
+
+    async def catch_up(self) -> int:
+        """Add the memories added since the last batch to the full-text index of every memory
+        (a write only notes them: see migration 8 in :mod:`carrier.memory._sqlite_schema`), in
+        transactions of up to :data:`_INDEX_BATCH` on the connection's thread; returns how many.
+        A text search of that index runs it first; the runtime runs it in the background after
+        turns, so that searches seldom find anything left to do."""
+        pending = await self._fetch_near(
+            "looking for memories to index", "SELECT EXISTS (SELECT 1 FROM memories_fts_pending)"
+        )
+        if not pending[0][0]:
+            return 0
+        indexed = 0
+        while True:
+            done = await self._write_thread("indexing the text of memories", _index_pending)
+            indexed += done
+            if done < _INDEX_BATCH:
+                return indexed
 
     async def _doc_counts(
         self,
@@ -230,6 +255,27 @@ class SQLiteSearch(RankedSearch, ChangeWatch):
             for term in missing:
                 known[term] = found.get(term, 0)
         return {term: known[term] for term in terms}
+
+
+def _index_pending(db: sqlite3.Connection) -> int:
+    """One batch of :meth:`SQLiteSearch.catch_up`: the oldest pending memories, indexed and no
+    longer pending, in one transaction; returns how many."""
+    with immediate(db):
+        count, last = db.execute(
+            """SELECT count(*), max(seq) FROM
+            (SELECT seq FROM memories_fts_pending ORDER BY seq LIMIT ?)""",
+            (_INDEX_BATCH,),
+        ).fetchone()
+        if count:
+            db.execute(
+                """INSERT INTO memories_fts (rowid, text)
+                SELECT m.seq, coalesce(json_extract(m.content, '$.text'), '')
+                FROM memories_fts_pending AS p JOIN memories AS m ON m.seq = p.seq
+                WHERE p.seq <= ?""",
+                (last,),
+            )
+            db.execute("DELETE FROM memories_fts_pending WHERE seq <= ?", (last,))
+    return int(count)
 
 
 async def _vocabulary(

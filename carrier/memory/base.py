@@ -336,6 +336,14 @@ class Store(ABC):
         now rather than on the first search; returns when it is ready. A no-op where nothing
         needs loading. Call it at agent start, in the background, to make the first recall fast."""
 
+    async def catch_up(self) -> int:
+        """Do now the indexing a store leaves out of its writes to keep them short (the SQLite
+        store adds new memories to its full-text index of every memory in batches); returns how
+        many memories it indexed. Searches catch up by themselves first: this only does it
+        ahead of them (the runtime, in the background after turns). 0 where writes index at
+        once."""
+        return 0
+
     def vector_stats(self) -> list[dict[str, object]]:
         """What the in-process vector index holds, one entry per agent and model: ``agent_id``,
         ``model``, ``dim``, ``rows``, ``bytes``, ``ann`` (its ANN index is ready), ``ann_bytes``.

@@ -19,8 +19,10 @@ The store is assembled from parts, each a module of its own beside this one:
   that triggers write (``memory_changes``): before each search the store applies the entries it
   has not seen, so it sees its own writes and other processes' alike.
 * :mod:`~carrier.memory._sqlite_search`: until an agent's vectors are loaded, a search scores the
-  matching vectors read from the file. Full-text search uses an FTS5 table that triggers keep in
-  step too; :meth:`SQLiteStore.search_hybrid` fuses both rankings.
+  matching vectors read from the file. Full-text search uses FTS5 tables: knowledge's, which
+  triggers keep in step, and every memory's, which gets new memories in batches (a write only
+  notes its row; a search, or the runtime after turns, indexes what is noted:
+  :meth:`SQLiteStore.catch_up`); :meth:`SQLiteStore.search_hybrid` fuses both rankings.
 
 Rows reference each other by id only (rooms, entities and memories name their agent, but no
 foreign key is declared): the store behaves like the MongoDB one, where a memory may be written

@@ -268,6 +268,7 @@ async def test_sqlite_update_that_keeps_text_and_vector_leaves_the_indexes_alone
 
     async with SQLiteStore(path=path) as store:
         memory = await store.add_memory(_memory("the lighthouse keeper"))
+        assert await store.catch_up() == 1  # in the full-text index from here
         before = counts()
         memory.embedding, memory.embedding_model = [1.0, 0.0], "m:2"
         await store.update_memory(memory)  # the vector is new: logged; the text is not

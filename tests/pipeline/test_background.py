@@ -329,3 +329,17 @@ async def test_reply_vectors_are_made_after_delivery_and_caught_up(make_runtime,
         stored = await store.get_memory(memory.id)
         assert stored.status is MemoryStatus.SENT  # the delivery status is left as it was
         assert stored.embedding_model == again.embedder.model_id and stored.embedding
+
+
+async def test_what_a_turn_stored_is_indexed_for_text_search_after_it(make_runtime, store) -> None:
+    runtime = make_runtime(FunctionModel(lambda r: "[]" if r.purpose == "facts" else xml("Ahoy.")))
+    result = await runtime.handle(dm("the lighthouse keeper waves"))
+    db = store._writer
+    assert (
+        db.execute("SELECT count(*) FROM memories_fts_pending").fetchone()[0] == 2
+    )  # not in the turn
+    await runtime.settled()
+    assert db.execute("SELECT count(*) FROM memories_fts_pending").fetchone()[0] == 0
+    indexed = {row[0] for row in db.execute("SELECT term FROM memories_vocab")}
+    assert {"lighthouse", "keeper", "ahoy"} <= indexed
+    assert result.replies
