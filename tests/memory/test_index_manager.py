@@ -346,6 +346,12 @@ async def test_index_adds_changed_rows_to_the_graph_in_batches(tmp_path: Path) -
     index.upsert(AGENT, MODEL, row(7))
     assert len(entry.ann) == graph + 7 and not entry.pending
     assert await top(extra[7]) == "x7"
+    # A row in the graph and changed again is held beside it too: found once.
+    index.upsert(AGENT, MODEL, row(0))
+    assert entry.pending
+    hits = await index.search(agent_id=AGENT, model=MODEL, query=extra[0], k=5)
+    assert hits is not None and hits[0][0] == "x0"
+    assert len({memory_id for memory_id, _ in hits}) == len(hits) == 5
     # A save brings the pending rows into the graph first: the file holds every live row.
     index.upsert(AGENT, MODEL, row(8))
     await index.close()

@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from carrier.memory.index.rows import VectorFilter, VectorRows, VectorSet
+from carrier.memory.index.rows import VectorFilter, VectorRows, VectorSet, among
 from carrier.memory.vector import cosine_top_k
 
 
@@ -40,6 +40,19 @@ def test_index_rows_top_k_matches_the_reference() -> None:
     assert got_rows.tolist() == want_rows.tolist()
     assert got_scores == pytest.approx(want_scores, abs=1e-5)
     assert [vs.id_of(r) for r in got_rows] == [f"m{r}" for r in want_rows]
+
+
+def test_among_agrees_with_isin() -> None:
+    rng = np.random.default_rng(3)
+    for n, m, top in [(0, 5, 10), (70, 0, 100), (70, 20, 100), (300, 40, 500), (5, 500, 50)]:
+        candidates = rng.choice(top, n, replace=False).astype(np.int64)  # any order
+        others = list(rng.integers(0, top, m)) + list(candidates[: n // 4])  # repeats too
+        assert (among(candidates, others) == np.isin(candidates, others)).all()
+    assert among(np.array([7, 1, 9], dtype=np.int64), np.array([9, 7])).tolist() == [
+        True,
+        False,
+        True,
+    ]
 
 
 def test_index_rows_upsert_replaces_and_does_not_touch_the_input() -> None:

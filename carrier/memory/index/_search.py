@@ -18,7 +18,7 @@ import numpy as np
 
 from carrier.memory.index._entry import Entry
 from carrier.memory.index.ann import AnnIndex, USearchIndex
-from carrier.memory.index.rows import VectorFilter, VectorSet
+from carrier.memory.index.rows import VectorFilter, VectorSet, among
 
 __all__ = ["BREADTH", "ann_top_k", "hits", "search_set"]
 
@@ -113,7 +113,9 @@ def ann_top_k(
         rows = ann.search(q, count)
         rows = rows[(rows >= 0) & (rows < vs.size)]
         if extra is not None:
-            rows = np.union1d(rows, extra[extra < vs.size])
+            # The held rows the graph did not return (np.union1d sorts both: ~4x the cost).
+            extra = extra[extra < vs.size]
+            rows = np.concatenate([rows, extra[~among(extra, rows)]])
         rows = rows[vs.matches(rows, flt)] if flt.narrows else rows[vs.is_live(rows)]
         if rows.size >= k or count >= live:
             scores = vs.scores(q, rows)

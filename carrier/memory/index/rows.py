@@ -9,7 +9,7 @@ numbers usable as the keys of an ANN index built over the same rows.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from contextlib import nullcontext
 
 import numpy as np
@@ -18,7 +18,7 @@ from carrier.memory._blas import one_blas_thread
 from carrier.memory.index._postings import Codes, Postings
 from carrier.memory.index._records import VectorFilter, VectorRows
 
-__all__ = ["VectorFilter", "VectorRows", "VectorSet"]
+__all__ = ["VectorFilter", "VectorRows", "VectorSet", "among"]
 
 _MIN_CAPACITY = 1024
 _FEW_ROWS = 4
@@ -32,6 +32,18 @@ knowledge) skips switching the thread count, which costs more than the product."
 _POSTINGS_SHARE = 8
 """A filtered search reads a room's (entity's, kinds') listed rows when they are fewer than
 1/8 of all rows; otherwise it tests every row, which is then about as cheap."""
+
+
+def among(rows: np.ndarray, others: Sequence[int] | np.ndarray) -> np.ndarray:
+    """Which of ``rows`` are in ``others``, as a boolean array: a binary search of each in the
+    sorted others. ``np.isin`` sorts both and costs ~50 us a call on a turn's hundred rows (~0.3
+    ms after the loop waited for the embedding); this, ~9 us (~0.1 ms)."""
+    sorted_others = np.sort(np.asarray(others, dtype=np.int64))
+    if not sorted_others.size:
+        return np.zeros(rows.shape, dtype=bool)
+    at = np.searchsorted(sorted_others, rows)
+    at[at == sorted_others.size] = 0
+    return sorted_others[at] == rows
 
 
 class VectorSet:
@@ -368,7 +380,7 @@ class VectorSet:
             ok &= self._created[rows] < flt.before_us
         if flt.exclude_ids:
             excluded = [self._row_of.get(memory_id) for memory_id in flt.exclude_ids]
-            ok &= ~np.isin(rows, [row for row in excluded if row is not None])
+            ok &= ~among(rows, [row for row in excluded if row is not None])
         return ok
 
     def _kind_allowed(self, kinds: frozenset[str]) -> np.ndarray:
