@@ -34,6 +34,11 @@ _INSERT = (
     f"INSERT OR IGNORE INTO memories ({codec.MEMORY_COLUMNS}) "
     f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING {codec.MEMORY_COLUMNS}"
 )
+_INSERT_NEW = (
+    f"INSERT OR IGNORE INTO memories ({codec.MEMORY_COLUMNS}) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+"""``_INSERT`` for a caller that holds the memory: whether it was added is the row count."""
 _SET_STATUS = "UPDATE memories SET status = ?, error = ?, updated_at = ? WHERE id = ?"
 _SET_VECTOR = "UPDATE memories SET embedding = ?, embedding_model = ?, updated_at = ? WHERE id = ?"
 
@@ -160,21 +165,21 @@ class Memories(ChangeWatch):
         vector: bool = False,
     ) -> RecordedTurn:
         now_us = to_us(utcnow())
-        inserts = [(reply.id, _insert_params(reply)) for reply in replies]
+        inserts = [(reply, _insert_params(reply)) for reply in replies]
         vector_params = _vector_params(message, now_us)
         change = _status_change(message.id, status, error, expect, now_us)
 
-        def write(db: sqlite3.Connection) -> tuple[list[sqlite3.Row], bool]:
-            stored = []
+        def write(db: sqlite3.Connection) -> tuple[list[Memory | sqlite3.Row], bool]:
+            stored: list[Memory | sqlite3.Row] = []
             with immediate(db):
-                for reply_id, params in inserts:
-                    rows = db.execute(_INSERT, params).fetchall()
-                    if not rows:  # recorded already (a turn run again): as it was stored
-                        rows = db.execute(
-                            f"SELECT {codec.MEMORY_COLUMNS} FROM memories WHERE id = ?",
-                            (reply_id,),
-                        ).fetchall()
-                    stored += rows
+                for reply, params in inserts:
+                    if db.execute(_INSERT_NEW, params).rowcount:
+                        stored.append(reply)  # the row holds just what it says
+                        continue
+                    # Recorded already (a turn run again): as it was stored.
+                    stored += db.execute(
+                        f"SELECT {codec.MEMORY_COLUMNS} FROM memories WHERE id = ?", (reply.id,)
+                    ).fetchall()
                 if vector:
                     db.execute(_SET_VECTOR, vector_params)
                 changed = change is not None and db.execute(*change).rowcount > 0
@@ -183,7 +188,10 @@ class Memories(ChangeWatch):
         # The turn's writes in one transaction, one call (one hand-off where it goes to the
         # connection's thread).
         rows, changed = await self._write_near(f"recording the turn of message {message.id}", write)
-        return RecordedTurn([codec.memory_from_row(row) for row in rows], changed)
+        return RecordedTurn(
+            [row if isinstance(row, Memory) else codec.memory_from_row(row) for row in rows],
+            changed,
+        )
 
     async def get_memories(
         self,

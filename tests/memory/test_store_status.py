@@ -94,6 +94,7 @@ async def test_store_record_turn_stores_replies_vector_and_status(store: Store) 
     assert [(r.id, r.content.text, r.status) for r in record.replies] == [
         (r.id, r.content.text, PENDING) for r in replies
     ]
+    assert record.replies == [await store.get_memory(r.id) for r in replies]  # as stored
     got = await store.get_memory(message.id)
     assert got is not None and (got.status, got.error) == (PENDING, None)
     assert got.content.text == "question" and got.embedding_model == MODEL
