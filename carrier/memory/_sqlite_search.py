@@ -33,8 +33,10 @@ _DOC_COUNT_CACHE = 50_000
 """Words whose memory counts are kept (for :meth:`SQLiteSearch._doc_counts`), and for how long."""
 _KNOWLEDGE_WORDS = 50_000
 """Knowledge's vocabulary is kept whole in memory up to this many words (~7 MB)."""
-_INDEX_BATCH = 1000
-"""Memories added to the full-text index per transaction (see :meth:`SQLiteSearch.catch_up`)."""
+_INDEX_BATCH = 256
+"""Memories added to the full-text index per transaction (see :meth:`SQLiteSearch.catch_up`):
+~3.5 ms of the file's write lock (~14 us a memory, where one indexed in its own write cost
+~65 us), which a turn's small write waits out at once (``_NEAR_TRIES``)."""
 _NEAR_HITS = 64
 """Up to this many hits are read back on the event loop's thread (see ``_fetch_near``)."""
 _KNOWLEDGE_ONLY = frozenset({MemoryKind.KNOWLEDGE})
