@@ -16,7 +16,7 @@ PIP_TOOLS := pip-tools==7.6.2
 COMPILE = $(LOCK_VENV)/bin/pip-compile --quiet --generate-hashes --allow-unsafe --strip-extras \
 	--no-emit-index-url --no-emit-find-links $(LOCK_FLAGS)
 
-.PHONY: run test check install install-dev lock lock-upgrade clean
+.PHONY: run test check install install-dev bytecode lock lock-upgrade clean
 
 # Carrier itself goes in last, editable and without dependencies: everything it needs is locked.
 $(VENV)/.base: requirements/main.txt pyproject.toml
@@ -33,7 +33,14 @@ $(VENV)/.dev: $(VENV)/.base requirements/dev.txt
 install: $(VENV)/.base
 install-dev: $(VENV)/.dev
 
-run: $(VENV)/.base
+# Carrier's own modules compiled ahead (only those changed since, after the first time). Where
+# Python may not write bytecode as it imports (PYTHONDONTWRITEBYTECODE, as in many containers and
+# CI machines) every start compiled them all again: ~0.2-0.4 s of `carrier run`'s start, and of
+# every `carrier` process the tests start. An optimisation only: a tree it cannot write to runs.
+bytecode: $(VENV)/.base
+	-@$(PY) -m compileall -q carrier clients
+
+run: $(VENV)/.base bytecode
 	$(VENV)/bin/carrier run
 
 check: $(VENV)/.dev
@@ -42,7 +49,7 @@ check: $(VENV)/.dev
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
-test: check
+test: check bytecode
 	$(VENV)/bin/pytest -q
 
 # Re-resolve the lock after a change to pyproject.toml's dependencies, keeping every pin that
