@@ -30,15 +30,14 @@ _NONE_YET_KEPT = 10_000
 """Empty reads remembered (see ``Memories._none_yet``)."""
 _Fetch = Callable[[str, str, Sequence[Any]], Awaitable[list[sqlite3.Row]]]
 """``_fetch`` or ``_fetch_near``."""
-_INSERT = (
-    f"INSERT OR IGNORE INTO memories ({codec.MEMORY_COLUMNS}) "
-    f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING {codec.MEMORY_COLUMNS}"
-)
 _INSERT_NEW = (
     f"INSERT OR IGNORE INTO memories ({codec.MEMORY_COLUMNS}) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
-"""``_INSERT`` for a caller that holds the memory: whether it was added is the row count."""
+"""Adds a memory unless its id is stored already; for a caller that holds the memory, whether
+it was added is the row count."""
+_INSERT = f"{_INSERT_NEW} RETURNING {codec.MEMORY_COLUMNS}"
+"""The same, giving back the row it added (none when the id was stored already)."""
 _SET_STATUS = "UPDATE memories SET status = ?, error = ?, updated_at = ? WHERE id = ?"
 _SET_VECTOR = "UPDATE memories SET embedding = ?, embedding_model = ?, updated_at = ? WHERE id = ?"
 
